@@ -1,0 +1,87 @@
+//! LZ4 block compression with the uncompressed size stored by the caller.
+
+use crate::DecodeError;
+
+/// Compresses `data` as one raw LZ4 block (no size prefix).
+pub fn lz4_compress(data: &[u8]) -> Vec<u8> {
+    lz4_flex::block::compress(data)
+}
+
+/// Decompresses a raw LZ4 block that must expand to exactly `uncompressed_len` bytes.
+///
+/// `uncompressed_len` comes from a checksummed header, but the caller still caps it
+/// so that a hostile header cannot make us allocate without bound.
+pub fn lz4_decompress(data: &[u8], uncompressed_len: usize) -> Result<Vec<u8>, DecodeError> {
+    let out = lz4_flex::block::decompress(data, uncompressed_len)
+        .map_err(|e| DecodeError::Decompress(e.to_string()))?;
+    if out.len() != uncompressed_len {
+        return Err(DecodeError::Decompress(format!(
+            "expanded to {} bytes, header says {}",
+            out.len(),
+            uncompressed_len
+        )));
+    }
+    Ok(out)
+}
+
+/// Guesses, from a 4 KiB sample compressed on its own, whether compressing the
+/// whole of `data` would save at least an eighth of it.
+///
+/// Compressing random bytes costs CPU and saves nothing; a sample settles it for
+/// the price of compressing a few KiB.
+pub fn looks_incompressible(data: &[u8]) -> bool {
+    const SAMPLE: usize = 4096;
+    let sample = if data.len() > SAMPLE {
+        // The middle of a batch is payload rather than headers.
+        let start = (data.len() - SAMPLE) / 2;
+        &data[start..start + SAMPLE]
+    } else {
+        data
+    };
+    let compressed = lz4_flex::block::compress(sample);
+    compressed.len() * 8 > sample.len() * 7
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 17) as u8).collect();
+        let c = lz4_compress(&data);
+        assert!(c.len() < data.len());
+        assert_eq!(lz4_decompress(&c, data.len()).unwrap(), data);
+    }
+
+    #[test]
+    fn wrong_size_is_an_error() {
+        let data = vec![7u8; 1000];
+        let c = lz4_compress(&data);
+        assert!(lz4_decompress(&c, 999).is_err());
+        assert!(lz4_decompress(&c, 1001).is_err());
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for n in 0..64u8 {
+            let garbage: Vec<u8> = (0..n).map(|i| i.wrapping_mul(37) ^ n).collect();
+            let _ = lz4_decompress(&garbage, 100);
+        }
+    }
+
+    #[test]
+    fn detects_incompressible() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let random: Vec<u8> = (0..8192)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert!(looks_incompressible(&random));
+        assert!(!looks_incompressible(&[b'a'; 8192]));
+    }
+}

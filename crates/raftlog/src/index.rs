@@ -1,0 +1,438 @@
+//! The in-memory index: for every group, where each live entry is on disk, and
+//! the group's keys with their values.
+//!
+//! Invariants:
+//! - A group's runs are in index order, contiguous (run `i + 1` starts where run
+//!   `i` ends) and never empty.
+//! - Runs' files are in write order: a run never lives in an older file than the
+//!   run before it, except that runs in the rewrite queue always come first
+//!   (they hold copies of the oldest data). So the data a purge must copy out of
+//!   the oldest files is always a prefix of the log.
+//!
+//! Concurrency: the shard map's lock is taken for writing only to add or remove a
+//! group; a group's own `RwLock` guards its runs and keys. So a reader of one
+//! group never waits for a writer of another.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::format::{FileId, Queue, SEQ_MAX};
+use crate::log_batch::Item;
+
+/// A file id packed into 32 bits for the index: the top bit is set for the
+/// rewrite queue, the rest is the sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct FileRef(u32);
+
+impl FileRef {
+    pub const REWRITE_BIT: u32 = 1 << 31;
+
+    pub fn new(id: FileId) -> FileRef {
+        debug_assert!(id.seq < Self::REWRITE_BIT as u64 && id.seq <= SEQ_MAX);
+        match id.queue {
+            Queue::Append => FileRef(id.seq as u32),
+            Queue::Rewrite => FileRef(id.seq as u32 | Self::REWRITE_BIT),
+        }
+    }
+
+    pub fn id(self) -> FileId {
+        if self.0 & Self::REWRITE_BIT != 0 {
+            FileId {
+                queue: Queue::Rewrite,
+                seq: (self.0 & !Self::REWRITE_BIT) as u64,
+            }
+        } else {
+            FileId {
+                queue: Queue::Append,
+                seq: self.0 as u64,
+            }
+        }
+    }
+
+    pub fn is_rewrite(self) -> bool {
+        self.0 & Self::REWRITE_BIT != 0
+    }
+}
+
+/// Where a batch record is: its file, offset and length (header included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RecordLoc {
+    pub file: FileRef,
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// Consecutive live entries that sit in one entries item of one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    /// Index of the first live entry.
+    pub first: u64,
+    /// Number of live entries.
+    pub count: u32,
+    /// Position of `first` within the item (entries before it were compacted).
+    pub skip: u32,
+    pub record: RecordLoc,
+    /// Offset of the item's length table in the record's payload.
+    pub body_offset: u32,
+    /// Number of entries in the whole item.
+    pub item_count: u32,
+}
+
+impl Run {
+    fn end(&self) -> u64 {
+        self.first + self.count as u64
+    }
+
+    /// Returns the location of entry `index`, which must be in the run.
+    pub fn entry(&self, index: u64) -> EntryLoc {
+        debug_assert!(index >= self.first && index < self.end());
+        EntryLoc {
+            record: self.record,
+            body_offset: self.body_offset,
+            item_count: self.item_count,
+            position: self.skip + (index - self.first) as u32,
+        }
+    }
+}
+
+/// Where one entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryLoc {
+    pub record: RecordLoc,
+    pub body_offset: u32,
+    pub item_count: u32,
+    pub position: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KvSlot {
+    pub value: Vec<u8>,
+    pub file: FileRef,
+}
+
+/// One group's live entries and keys.
+#[derive(Debug, Default)]
+pub(crate) struct GroupIndex {
+    pub runs: VecDeque<Run>,
+    pub kvs: BTreeMap<Vec<u8>, KvSlot>,
+}
+
+/// What applying an item did that purge must know about.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ApplyEffect {
+    /// Data located in the rewrite queue was dropped or replaced, so the rewrite
+    /// queue now holds copies that only this item's record keeps from coming back.
+    pub shadows_rewrite: bool,
+}
+
+impl GroupIndex {
+    pub fn first_index(&self) -> Option<u64> {
+        self.runs.front().map(|r| r.first)
+    }
+
+    pub fn last_index(&self) -> Option<u64> {
+        self.runs.back().map(|r| r.end() - 1)
+    }
+
+    pub fn entry_count(&self) -> u64 {
+        self.runs.iter().map(|r| r.count as u64).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty() && self.kvs.is_empty()
+    }
+
+    /// Finds the run holding `index`.
+    pub fn find(&self, index: u64) -> Option<&Run> {
+        let first = self.first_index()?;
+        if index < first || index > self.last_index()? {
+            return None;
+        }
+        // Runs are contiguous and sorted: binary search on their first index.
+        let i = self.runs.partition_point(|r| r.first <= index) - 1;
+        let run = &self.runs[i];
+        debug_assert!(index < run.end());
+        Some(run)
+    }
+
+    /// Appends entries with Raft semantics: indexes at or below the last one
+    /// replace it and all after; a gap past the last index starts the log anew.
+    fn append(&mut self, run: Run) -> ApplyEffect {
+        let mut effect = ApplyEffect::default();
+        match self.last_index() {
+            Some(last) if run.first <= last => {
+                // Drop the conflicting suffix.
+                while let Some(back) = self.runs.back_mut() {
+                    if back.first >= run.first {
+                        effect.shadows_rewrite |= back.record.file.is_rewrite();
+                        self.runs.pop_back();
+                    } else {
+                        if back.end() > run.first {
+                            effect.shadows_rewrite |= back.record.file.is_rewrite();
+                            back.count = (run.first - back.first) as u32;
+                        }
+                        break;
+                    }
+                }
+            }
+            Some(last) if run.first > last + 1 => {
+                effect.shadows_rewrite |= self.runs.iter().any(|r| r.record.file.is_rewrite());
+                self.runs.clear();
+            }
+            _ => {}
+        }
+        self.runs.push_back(run);
+        effect
+    }
+
+    /// Drops entries below `index`; returns how many.
+    pub fn compact_to(&mut self, index: u64) -> (u64, ApplyEffect) {
+        let mut effect = ApplyEffect::default();
+        let mut dropped = 0;
+        while let Some(front) = self.runs.front_mut() {
+            if front.first >= index {
+                break;
+            }
+            effect.shadows_rewrite |= front.record.file.is_rewrite();
+            if front.end() <= index {
+                dropped += front.count as u64;
+                self.runs.pop_front();
+            } else {
+                let d = index - front.first;
+                front.first = index;
+                front.skip += d as u32;
+                front.count -= d as u32;
+                dropped += d;
+                break;
+            }
+        }
+        (dropped, effect)
+    }
+
+    /// Returns the oldest append-queue file this group needs, if any.
+    pub fn oldest_append_file(&self) -> Option<u64> {
+        let runs = self
+            .runs
+            .iter()
+            .filter(|r| !r.record.file.is_rewrite())
+            .map(|r| r.record.file.id().seq)
+            .next();
+        let kvs = self
+            .kvs
+            .values()
+            .filter(|s| !s.file.is_rewrite())
+            .map(|s| s.file.id().seq)
+            .min();
+        match (runs, kvs) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Approximate heap bytes used by this group.
+    pub fn memory_bytes(&self) -> usize {
+        let runs = self.runs.capacity() * std::mem::size_of::<Run>();
+        let kvs: usize = self
+            .kvs
+            .iter()
+            .map(|(k, v)| k.len() + v.value.len() + std::mem::size_of::<KvSlot>() + 48)
+            .sum();
+        std::mem::size_of::<Self>() + runs + kvs
+    }
+}
+
+/// The sharded index of all groups.
+#[derive(Debug)]
+pub(crate) struct Index {
+    shards: Box<[RwLock<HashMap<u64, Arc<RwLock<GroupIndex>>>>]>,
+}
+
+const SHARDS: usize = 64;
+
+impl Index {
+    pub fn new() -> Self {
+        Index {
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+        }
+    }
+
+    fn shard(&self, group: u64) -> &RwLock<HashMap<u64, Arc<RwLock<GroupIndex>>>> {
+        // Fibonacci hashing spreads consecutive group ids over the shards.
+        let h = group.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        &self.shards[h as usize % SHARDS]
+    }
+
+    /// Returns the group's index, if the group exists.
+    pub fn group(&self, group: u64) -> Option<Arc<RwLock<GroupIndex>>> {
+        self.shard(group).read().get(&group).cloned()
+    }
+
+    fn group_or_insert(&self, group: u64) -> Arc<RwLock<GroupIndex>> {
+        if let Some(g) = self.group(group) {
+            return g;
+        }
+        self.shard(group).write().entry(group).or_default().clone()
+    }
+
+    /// Applies one decoded item whose record is at `record`.
+    pub fn apply(&self, item: &Item<'_>, record: RecordLoc) -> ApplyEffect {
+        match *item {
+            Item::Entries {
+                group,
+                first_index,
+                count,
+                body_offset,
+            } => {
+                let g = self.group_or_insert(group);
+                let effect = g.write().append(Run {
+                    first: first_index,
+                    count,
+                    skip: 0,
+                    record,
+                    body_offset,
+                    item_count: count,
+                });
+                effect
+            }
+            Item::Put { group, key, value } => {
+                let g = self.group_or_insert(group);
+                let old = g.write().kvs.insert(
+                    key.to_vec(),
+                    KvSlot {
+                        value: value.to_vec(),
+                        file: record.file,
+                    },
+                );
+                ApplyEffect {
+                    shadows_rewrite: old.is_some_and(|s| s.file.is_rewrite()),
+                }
+            }
+            Item::Delete { group, key } => {
+                let Some(g) = self.group(group) else {
+                    return ApplyEffect::default();
+                };
+                let old = g.write().kvs.remove(key);
+                self.drop_if_empty(group);
+                ApplyEffect {
+                    shadows_rewrite: old.is_some_and(|s| s.file.is_rewrite()),
+                }
+            }
+            Item::CompactTo { group, index } => {
+                let Some(g) = self.group(group) else {
+                    return ApplyEffect::default();
+                };
+                let effect = g.write().compact_to(index).1;
+                self.drop_if_empty(group);
+                effect
+            }
+            Item::RemoveGroup { group } => {
+                let removed = self.shard(group).write().remove(&group);
+                let shadows_rewrite = removed.is_some_and(|g| {
+                    let g = g.read();
+                    g.runs.iter().any(|r| r.record.file.is_rewrite())
+                        || g.kvs.values().any(|s| s.file.is_rewrite())
+                });
+                ApplyEffect { shadows_rewrite }
+            }
+        }
+    }
+
+    /// Returns every group id, in no set order.
+    pub fn group_ids(&self) -> Vec<u64> {
+        let mut ids = Vec::new();
+        for s in self.shards.iter() {
+            ids.extend(s.read().keys().copied());
+        }
+        ids
+    }
+
+    /// Calls `f` on every group.
+    pub fn for_each(&self, mut f: impl FnMut(u64, &GroupIndex)) {
+        for s in self.shards.iter() {
+            let groups: Vec<_> = s.read().iter().map(|(k, v)| (*k, v.clone())).collect();
+            for (id, g) in groups {
+                f(id, &g.read());
+            }
+        }
+    }
+
+    /// Removes a group's entry if it holds nothing (after compaction and deletes).
+    pub fn drop_if_empty(&self, group: u64) {
+        let mut shard = self.shard(group).write();
+        if shard.get(&group).is_some_and(|g| g.read().is_empty()) {
+            shard.remove(&group);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(first: u64, count: u32, seq: u64) -> Run {
+        Run {
+            first,
+            count,
+            skip: 0,
+            record: RecordLoc {
+                file: FileRef::new(FileId {
+                    queue: Queue::Append,
+                    seq,
+                }),
+                offset: 0,
+                len: 0,
+            },
+            body_offset: 0,
+            item_count: count,
+        }
+    }
+
+    #[test]
+    fn append_truncates_conflicting_suffix() {
+        let mut g = GroupIndex::default();
+        g.append(run(1, 10, 1));
+        g.append(run(11, 5, 2));
+        g.append(run(8, 2, 3));
+        assert_eq!(g.first_index(), Some(1));
+        assert_eq!(g.last_index(), Some(9));
+        assert_eq!(g.runs.len(), 2);
+        assert_eq!(g.find(7).unwrap().record.file.id().seq, 1);
+        assert_eq!(g.find(8).unwrap().record.file.id().seq, 3);
+        assert!(g.find(10).is_none());
+    }
+
+    #[test]
+    fn gap_restarts_the_log() {
+        let mut g = GroupIndex::default();
+        g.append(run(1, 3, 1));
+        g.append(run(10, 1, 2));
+        assert_eq!(g.first_index(), Some(10));
+        assert_eq!(g.entry_count(), 1);
+    }
+
+    #[test]
+    fn compact_splits_runs() {
+        let mut g = GroupIndex::default();
+        g.append(run(1, 10, 1));
+        g.append(run(11, 10, 2));
+        assert_eq!(g.compact_to(5).0, 4);
+        let r = *g.find(5).unwrap();
+        assert_eq!((r.first, r.skip, r.count), (5, 4, 6));
+        assert_eq!(r.entry(7).position, 6);
+        assert_eq!(g.compact_to(15).0, 10);
+        assert_eq!(g.first_index(), Some(15));
+        assert_eq!(g.compact_to(100).0, 6);
+        assert!(g.runs.is_empty());
+    }
+
+    #[test]
+    fn file_ref_packs_queue() {
+        for queue in [Queue::Append, Queue::Rewrite] {
+            let id = FileId { queue, seq: 12345 };
+            assert_eq!(FileRef::new(id).id(), id);
+            assert_eq!(FileRef::new(id).is_rewrite(), queue == Queue::Rewrite);
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The files of the two queues: creating (or recycling) them, appending to the
+//! active one, sealing, reading records back, and removing purged files.
+//!
+//! Invariants:
+//! - Each queue's files have consecutive sequence numbers; only the highest
+//!   (the active file) is ever written, and only at `ActiveFile::offset`.
+//! - A file is synced before the next file of its queue receives a byte, so that
+//!   what survives a crash is a prefix of what was written.
+//! - A new file's header is synced and its directory entry synced before any
+//!   record is written into it.
+//!
+//! Concurrency: the append queue's active file is guarded by `append` (held by
+//! the group-commit leader); the rewrite queue's by `rewrite` (held by purge).
+//! `files` maps every live file to a shared read handle.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use strata_codec::{crc32c, lz4_decompress};
+use strata_fs::{File, FileSystem};
+
+use crate::format::{
+    encode_file_header, FileId, HeaderCheck, Queue, RecordHeader, CODEC_LZ4, FILE_HEADER_LEN,
+    RECORD_HEADER_LEN, RECYCLE_PREFIX,
+};
+use crate::index::RecordLoc;
+use crate::metrics::Metrics;
+use crate::{Config, Error, Result};
+
+/// The file a queue is writing.
+#[derive(Debug)]
+pub(crate) struct ActiveFile {
+    pub id: FileId,
+    pub file: Arc<dyn File>,
+    /// Where the next record goes.
+    pub offset: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Pipe {
+    pub fs: Arc<dyn FileSystem>,
+    pub dir: PathBuf,
+    pub config: Config,
+    pub files: RwLock<BTreeMap<FileId, Arc<dyn File>>>,
+    pub append: Mutex<ActiveFile>,
+    pub rewrite: Mutex<Option<ActiveFile>>,
+    /// Names of purged files waiting for reuse.
+    pub recycled: Mutex<Vec<String>>,
+    /// Sequence number the next rewrite file takes.
+    pub next_rewrite_seq: Mutex<u64>,
+}
+
+impl Pipe {
+    pub fn path(&self, id: FileId) -> PathBuf {
+        self.dir.join(id.file_name())
+    }
+
+    /// Makes a new empty file for `id`: a recycled one renamed if there is one,
+    /// else a fresh preallocated one. Its header and name are durable on return.
+    pub fn new_file(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        config: &Config,
+        recycled: &Mutex<Vec<String>>,
+        metrics: &Metrics,
+        id: FileId,
+    ) -> Result<ActiveFile> {
+        let path = dir.join(id.file_name());
+        fail::fail_point!("raftlog::rotate::create", |_| Err(Error::Io {
+            op: "create",
+            path: path.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
+        let reused = recycled.lock().pop();
+        let file = match reused {
+            Some(name) => {
+                let from = dir.join(&name);
+                match fs.rename(&from, &path) {
+                    Ok(()) => {
+                        Metrics::add(&metrics.files_recycled, 1);
+                        fs.open(&path, true).map_err(Error::io("open", &path))?
+                    }
+                    Err(e) => {
+                        // Keep the name for a later try; make a fresh file now.
+                        recycled.lock().push(name);
+                        return Err(Error::io("rename", &from)(e));
+                    }
+                }
+            }
+            None => {
+                let file = fs.create(&path).map_err(Error::io("create", &path))?;
+                if config.preallocate {
+                    if let Err(e) = file.allocate(config.target_file_size_bytes) {
+                        // Leave no half-made file behind to be mistaken for a log file.
+                        let _ = fs.remove(&path);
+                        return Err(Error::io("allocate", &path)(e));
+                    }
+                }
+                file
+            }
+        };
+        file.write_at(0, &encode_file_header(id))
+            .map_err(Error::io("write header", &path))?;
+        file.sync_all().map_err(Error::io("sync", &path))?;
+        fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
+        Metrics::add(&metrics.fsyncs, 2);
+        Ok(ActiveFile {
+            id,
+            file,
+            offset: FILE_HEADER_LEN as u64,
+        })
+    }
+
+    /// Seals `active` (syncing it) and replaces it with the next file of its queue.
+    pub fn rotate(&self, active: &mut ActiveFile, metrics: &Metrics) -> Result<()> {
+        fail::fail_point!("raftlog::rotate::seal", |_| Err(Error::Io {
+            op: "sync",
+            path: self.path(active.id),
+            source: std::io::Error::other("fail point"),
+        }));
+        active
+            .file
+            .sync_data()
+            .map_err(Error::io("sync", self.path(active.id)))?;
+        Metrics::add(&metrics.fsyncs, 1);
+        let next = FileId {
+            queue: active.id.queue,
+            seq: active.id.seq + 1,
+        };
+        let new = Self::new_file(
+            &self.fs,
+            &self.dir,
+            &self.config,
+            &self.recycled,
+            metrics,
+            next,
+        )?;
+        self.files.write().insert(next, new.file.clone());
+        *active = new;
+        Metrics::add(&metrics.files_rotated, 1);
+        Ok(())
+    }
+
+    /// Reads the record at `loc`, checks it and returns its payload.
+    pub fn read_record(&self, loc: RecordLoc) -> Result<Vec<u8>> {
+        let id = loc.file.id();
+        let file = self
+            .files
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::Io {
+                op: "read",
+                path: self.path(id),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "file was purged"),
+            })?;
+        let mut buf = vec![0u8; loc.len as usize];
+        file.read_exact_at(loc.offset as u64, &mut buf)
+            .map_err(Error::io("read", self.path(id)))?;
+        decode_record(&buf, id.to_u64()).map_err(|reason| Error::Corruption {
+            path: self.path(id),
+            offset: loc.offset as u64,
+            reason,
+        })
+    }
+
+    /// Removes a purged file, keeping it for reuse if the pool has room.
+    pub fn retire(&self, id: FileId) -> Result<()> {
+        let path = self.path(id);
+        self.files.write().remove(&id);
+        let mut recycled = self.recycled.lock();
+        if id.queue == Queue::Append && recycled.len() < self.config.recycle_files_max {
+            let name = format!("{RECYCLE_PREFIX}{}", id.file_name());
+            self.fs
+                .rename(&path, &self.dir.join(&name))
+                .map_err(Error::io("rename", &path))?;
+            recycled.push(name);
+        } else {
+            self.fs.remove(&path).map_err(Error::io("remove", &path))?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a whole record (header and stored payload) of file `file_id` and returns
+/// its payload, decompressed.
+pub(crate) fn decode_record(buf: &[u8], file_id: u64) -> std::result::Result<Vec<u8>, String> {
+    let head: &[u8; RECORD_HEADER_LEN] = buf
+        .get(..RECORD_HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or("record shorter than its header")?;
+    let h = match RecordHeader::check(head, file_id) {
+        HeaderCheck::Valid(h) => h,
+        HeaderCheck::Stale => return Err("record belongs to another file".into()),
+        HeaderCheck::Zeros => return Err("record is zeros".into()),
+        HeaderCheck::Invalid(why) => return Err(why.into()),
+    };
+    let stored = &buf[RECORD_HEADER_LEN..];
+    if stored.len() != h.stored_len as usize {
+        return Err(format!(
+            "record length {} disagrees with header {}",
+            stored.len(),
+            h.stored_len
+        ));
+    }
+    verify_payload(&h, stored)
+}
+
+/// Checks a payload against its header and decompresses it.
+pub(crate) fn verify_payload(
+    h: &RecordHeader,
+    stored: &[u8],
+) -> std::result::Result<Vec<u8>, String> {
+    if crc32c(stored) != h.payload_crc {
+        return Err("payload checksum mismatch".into());
+    }
+    if h.codec == CODEC_LZ4 {
+        lz4_decompress(stored, h.raw_len as usize).map_err(|e| e.to_string())
+    } else {
+        Ok(stored.to_vec())
+    }
+}

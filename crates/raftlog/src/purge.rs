@@ -1,0 +1,465 @@
+//! Purge: frees the oldest log files.
+//!
+//! 1. If the append queue holds more than `purge_threshold_bytes`, the live data
+//!    of lagging groups in its oldest files is copied into the rewrite queue
+//!    (groups with too much of it are reported for force compaction instead).
+//! 2. If records that hide data copied in the rewrite queue (deletes, compactions,
+//!    removed groups) are about to be purged, the whole rewrite queue is first
+//!    rewritten into a new generation holding only live data, and the old
+//!    generation deleted; otherwise the hidden copies would come back at the next
+//!    recovery, which replays the rewrite queue before the append queue.
+//! 3. Append files older than every group's oldest data are deleted (or kept
+//!    for reuse), oldest first, and the directory synced.
+//!
+//! Copies are made outside any lock and installed per group only where the
+//! index still points at the copied location, so concurrent writes always win.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use crate::format::{FileId, Queue, FILE_HEADER_LEN};
+use crate::index::{FileRef, RecordLoc, Run};
+use crate::log_batch::{decode_items, Item, LogBatch};
+use crate::metrics::Metrics;
+use crate::pipe::ActiveFile;
+use crate::{Engine, Error, Result};
+
+/// What a purge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeOutcome {
+    /// Files deleted or kept for reuse.
+    pub files_purged: u64,
+    /// Entries copied into the rewrite queue.
+    pub entries_rewritten: u64,
+    /// Bytes of records written into the rewrite queue.
+    pub bytes_rewritten: u64,
+    /// True when the rewrite queue was rewritten into a new generation.
+    pub rewrite_queue_compacted: bool,
+    /// Groups whose old data holds back the oldest files and was too large to
+    /// rewrite: compact them (force a Raft log compaction) to free those files.
+    pub groups_to_compact: Vec<u64>,
+}
+
+/// A group's data selected for copying.
+struct Selected {
+    group: u64,
+    runs: Vec<Run>,
+    kvs: Vec<(Vec<u8>, Vec<u8>, FileRef)>,
+}
+
+impl Engine {
+    /// Frees the oldest files; see the module docs of `purge.rs`.
+    pub fn purge(&self) -> Result<PurgeOutcome> {
+        let _guard = self.purge_lock.lock();
+        let mut out = PurgeOutcome::default();
+        Metrics::add(&self.metrics.purges, 1);
+        fail::fail_point!("raftlog::purge::start", |_| Err(Error::Io {
+            op: "purge",
+            path: self.pipe.dir.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
+
+        let active_seq = self.pipe.append.lock().id.seq;
+        // 1. Choose the files to free by rewriting.
+        let cutoff = self.rewrite_cutoff(active_seq);
+        let compact_rewrite_queue = self.min_dirty.load(Ordering::SeqCst) != u64::MAX;
+        if compact_rewrite_queue {
+            // Tombstones seen from now on are measured against the new generation.
+            self.min_dirty.store(u64::MAX, Ordering::SeqCst);
+        }
+        let old_rewrite: Vec<FileId> = if compact_rewrite_queue {
+            self.pipe
+                .files
+                .read()
+                .keys()
+                .filter(|id| id.queue == Queue::Rewrite)
+                .copied()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if let Err(e) = self.copy_out(cutoff, compact_rewrite_queue, &mut out) {
+            // Copies may sit in the rewrite queue without the index knowing them:
+            // no append file may go before the rewrite queue is rewritten.
+            self.min_dirty.store(0, Ordering::SeqCst);
+            return Err(e);
+        }
+        self.finish_purge(active_seq, old_rewrite, compact_rewrite_queue, out)
+    }
+
+    fn copy_out(
+        &self,
+        cutoff: Option<u64>,
+        compact_rewrite_queue: bool,
+        out: &mut PurgeOutcome,
+    ) -> Result<()> {
+        let selected = self.select(cutoff, compact_rewrite_queue, &mut out.groups_to_compact);
+        if !selected.is_empty() {
+            if compact_rewrite_queue {
+                // The new generation must start in a file of its own.
+                let mut rw = self.pipe.rewrite.lock();
+                if let Some(active) = rw.as_mut() {
+                    active
+                        .file
+                        .sync_data()
+                        .map_err(Error::io("sync", self.pipe.path(active.id)))?;
+                }
+                *rw = None;
+            }
+            self.rewrite(selected, out)?;
+        } else if compact_rewrite_queue {
+            *self.pipe.rewrite.lock() = None;
+        }
+        Ok(())
+    }
+
+    fn finish_purge(
+        &self,
+        active_seq: u64,
+        old_rewrite: Vec<FileId>,
+        compact_rewrite_queue: bool,
+        mut out: PurgeOutcome,
+    ) -> Result<PurgeOutcome> {
+        // 2. Delete the old rewrite generation, now fully copied.
+        for id in &old_rewrite {
+            fail::fail_point!("raftlog::purge::remove_rewrite");
+            self.pipe.retire(*id)?;
+            out.files_purged += 1;
+        }
+        out.rewrite_queue_compacted = compact_rewrite_queue;
+
+        // 3. Delete the append files no group needs.
+        let mut needed = active_seq;
+        self.index.for_each(|_, g| {
+            if let Some(seq) = g.oldest_append_file() {
+                needed = needed.min(seq);
+            }
+        });
+        let dirty = self.min_dirty.load(Ordering::SeqCst);
+        let purgeable: Vec<FileId> = self
+            .pipe
+            .files
+            .read()
+            .keys()
+            .filter(|id| id.queue == Queue::Append && id.seq < needed && id.seq < dirty)
+            .copied()
+            .collect();
+        for id in &purgeable {
+            fail::fail_point!("raftlog::purge::remove_append");
+            self.pipe.retire(*id)?;
+            self.append_sizes.lock().remove(&id.seq);
+            out.files_purged += 1;
+        }
+        if out.files_purged > 0 {
+            self.pipe
+                .fs
+                .sync_dir(&self.pipe.dir)
+                .map_err(Error::io("sync dir", &self.pipe.dir))?;
+            Metrics::add(&self.metrics.fsyncs, 1);
+        }
+        Metrics::add(&self.metrics.files_purged, out.files_purged);
+        out.groups_to_compact.sort_unstable();
+        Ok(out)
+    }
+
+    /// Returns the first append sequence to keep when the queue is over its
+    /// threshold: files below it should be freed by rewriting.
+    fn rewrite_cutoff(&self, active_seq: u64) -> Option<u64> {
+        let sizes = self.append_sizes.lock();
+        let total: u64 = sizes.values().sum();
+        let threshold = self.pipe.config.purge_threshold_bytes;
+        if total <= threshold {
+            return None;
+        }
+        // Keep the newest half of the threshold; rewrite what lags behind it.
+        let mut kept = 0;
+        let mut cutoff = active_seq;
+        for (&seq, &size) in sizes.iter().rev() {
+            if kept + size > threshold / 2 {
+                break;
+            }
+            kept += size;
+            cutoff = seq;
+        }
+        Some(cutoff)
+    }
+
+    /// Picks, per group, the prefix of data to copy: data in append files below
+    /// `cutoff`, and all data in the rewrite queue when it is being compacted.
+    fn select(
+        &self,
+        cutoff: Option<u64>,
+        include_rewrite: bool,
+        too_big: &mut Vec<u64>,
+    ) -> Vec<Selected> {
+        let limit = self.pipe.config.purge_rewrite_group_bytes_max;
+        let old = |f: FileRef| {
+            if f.is_rewrite() {
+                include_rewrite
+            } else {
+                cutoff.is_some_and(|c| f.id().seq < c)
+            }
+        };
+        let mut selected = Vec::new();
+        self.index.for_each(|group, g| {
+            let runs: Vec<Run> = g
+                .runs
+                .iter()
+                .take_while(|r| old(r.record.file))
+                .copied()
+                .collect();
+            let kvs: Vec<_> = g
+                .kvs
+                .iter()
+                .filter(|(_, s)| old(s.file))
+                .map(|(k, s)| (k.clone(), s.value.clone(), s.file))
+                .collect();
+            if runs.is_empty() && kvs.is_empty() {
+                return;
+            }
+            // Estimate the bytes from each run's share of its record.
+            let bytes: u64 = runs
+                .iter()
+                .filter(|r| !r.record.file.is_rewrite())
+                .map(|r| r.record.len as u64 * r.count as u64 / r.item_count.max(1) as u64)
+                .sum();
+            let has_append_data = runs.iter().any(|r| !r.record.file.is_rewrite());
+            if has_append_data && bytes > limit {
+                too_big.push(group);
+                // Still carry its rewrite-queue data into the new generation.
+                let runs: Vec<Run> = runs
+                    .into_iter()
+                    .take_while(|r| r.record.file.is_rewrite())
+                    .collect();
+                let kvs: Vec<_> = kvs.into_iter().filter(|kv| kv.2.is_rewrite()).collect();
+                if !runs.is_empty() || !kvs.is_empty() {
+                    selected.push(Selected { group, runs, kvs });
+                }
+                return;
+            }
+            selected.push(Selected { group, runs, kvs });
+        });
+        selected
+    }
+
+    /// Copies the selected data into the rewrite queue and points the index at it.
+    fn rewrite(&self, selected: Vec<Selected>, out: &mut PurgeOutcome) -> Result<()> {
+        fail::fail_point!("raftlog::rewrite::start", |_| Err(Error::Io {
+            op: "rewrite",
+            path: self.pipe.dir.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
+        let mut rw = self.pipe.rewrite.lock();
+        // Pack groups into batches of about a megabyte.
+        let mut pending: Vec<(Selected, Vec<Vec<u8>>)> = Vec::new();
+        let mut batch_bytes = 0usize;
+        let mut written = Vec::new();
+        for sel in selected {
+            let mut entries = Vec::new();
+            for run in &sel.runs {
+                let payload = self.pipe.read_record(run.record)?;
+                for i in 0..run.count {
+                    let data = crate::log_batch::entry_at(
+                        &payload,
+                        run.body_offset,
+                        run.item_count,
+                        run.skip + i,
+                    )
+                    .map_err(|e| Error::Corruption {
+                        path: self.pipe.path(run.record.file.id()),
+                        offset: run.record.offset as u64,
+                        reason: e.to_string(),
+                    })?;
+                    entries.push(data.to_vec());
+                }
+            }
+            batch_bytes += entries.iter().map(Vec::len).sum::<usize>()
+                + sel
+                    .kvs
+                    .iter()
+                    .map(|(k, v, _)| k.len() + v.len())
+                    .sum::<usize>();
+            pending.push((sel, entries));
+            if batch_bytes >= 1 << 20 {
+                written.extend(self.write_rewrite_batch(
+                    &mut rw,
+                    std::mem::take(&mut pending),
+                    out,
+                )?);
+                batch_bytes = 0;
+            }
+        }
+        if !pending.is_empty() {
+            written.extend(self.write_rewrite_batch(&mut rw, pending, out)?);
+        }
+        if let Some(active) = rw.as_ref() {
+            fail::fail_point!("raftlog::rewrite::sync");
+            active
+                .file
+                .sync_data()
+                .map_err(Error::io("sync", self.pipe.path(active.id)))?;
+            Metrics::add(&self.metrics.fsyncs, 1);
+        }
+        drop(rw);
+        // Durable: now install the new locations where nothing newer replaced them.
+        let active_seq = self.pipe.append.lock().id.seq;
+        let mut lost_race = false;
+        for (sel, loc, body) in written {
+            lost_race |= !self.install(&sel, loc, body);
+        }
+        if lost_race {
+            // A concurrent write dropped or replaced data while it was being
+            // copied: the record doing so is at or after the active file seen
+            // now, and the copy must not outlive it.
+            self.min_dirty.fetch_min(active_seq, Ordering::SeqCst);
+        }
+        Metrics::add(&self.metrics.rewrites, 1);
+        Ok(())
+    }
+
+    /// Writes one batch of copies; returns, per group, where its copy landed and
+    /// the body offset of its entries item.
+    fn write_rewrite_batch(
+        &self,
+        rw: &mut Option<ActiveFile>,
+        pending: Vec<(Selected, Vec<Vec<u8>>)>,
+        out: &mut PurgeOutcome,
+    ) -> Result<Vec<(Selected, RecordLoc, Option<u32>)>> {
+        let mut batch = LogBatch::new();
+        let mut bodies = Vec::with_capacity(pending.len());
+        for (sel, entries) in &pending {
+            let before = batch.entry_runs.len();
+            if let Some(first) = sel.runs.first() {
+                batch.add_entries(sel.group, first.first, entries);
+            }
+            bodies.push((batch.entry_runs.len() > before).then(|| batch.entry_runs[before].3));
+            for (k, v, _) in &sel.kvs {
+                batch.put(sel.group, k, v);
+            }
+            out.entries_rewritten += entries.len() as u64;
+            Metrics::add(&self.metrics.entries_rewritten, entries.len() as u64);
+        }
+        let record = self.encode_record(&batch);
+        let len = record.len() as u64;
+        let target = self.pipe.config.target_file_size_bytes;
+        let need_new = match rw.as_ref() {
+            None => true,
+            Some(a) => a.offset > FILE_HEADER_LEN as u64 && a.offset + len > target,
+        };
+        if need_new {
+            if let Some(a) = rw.as_ref() {
+                a.file
+                    .sync_data()
+                    .map_err(Error::io("sync", self.pipe.path(a.id)))?;
+            }
+            let mut next = self.pipe.next_rewrite_seq.lock();
+            let id = FileId {
+                queue: Queue::Rewrite,
+                seq: *next,
+            };
+            let new = crate::pipe::Pipe::new_file(
+                &self.pipe.fs,
+                &self.pipe.dir,
+                &self.pipe.config,
+                &self.pipe.recycled,
+                &self.metrics,
+                id,
+            )?;
+            *next += 1;
+            self.pipe.files.write().insert(id, new.file.clone());
+            *rw = Some(new);
+        }
+        let active = rw.as_mut().expect("set above");
+        let record = self.seal_record(record, active.id);
+        active
+            .file
+            .write_at(active.offset, &record)
+            .map_err(Error::io("write", self.pipe.path(active.id)))?;
+        let loc = RecordLoc {
+            file: FileRef::new(active.id),
+            offset: active.offset as u32,
+            len: len as u32,
+        };
+        active.offset += len;
+        out.bytes_rewritten += len;
+        Metrics::add(&self.metrics.bytes_rewritten, len);
+        Metrics::add(&self.metrics.bytes_written, len);
+        Ok(pending
+            .into_iter()
+            .zip(bodies)
+            .map(|((sel, _), body)| (sel, loc, body))
+            .collect())
+    }
+
+    /// Points the index at the copy where it still points at the original.
+    /// Returns false if anything copied had changed meanwhile.
+    fn install(&self, sel: &Selected, loc: RecordLoc, body: Option<u32>) -> bool {
+        let Some(g) = self.index.group(sel.group) else {
+            return false;
+        };
+        let mut g = g.write();
+        let mut intact = true;
+        if let (Some(body), Some(first_copied)) = (body, sel.runs.first()) {
+            let item_first = first_copied.first;
+            let item_count: u32 = sel.runs.iter().map(|r| r.count).sum();
+            let original: HashMap<(RecordLoc, u32), (u64, u64)> = sel
+                .runs
+                .iter()
+                .map(|r| {
+                    (
+                        (r.record, r.body_offset),
+                        (r.first, r.first + r.count as u64),
+                    )
+                })
+                .collect();
+            let mut matched = 0;
+            for run in g.runs.iter_mut() {
+                let Some(&(lo, hi)) = original.get(&(run.record, run.body_offset)) else {
+                    break;
+                };
+                if run.first < lo || run.first + run.count as u64 > hi {
+                    break;
+                }
+                run.record = loc;
+                run.body_offset = body;
+                run.item_count = item_count;
+                run.skip = (run.first - item_first) as u32;
+                if run.first != lo || run.first + run.count as u64 != hi {
+                    intact = false;
+                }
+                matched += 1;
+            }
+            intact &= matched == sel.runs.len();
+        }
+        for (k, _, file) in &sel.kvs {
+            match g.kvs.get_mut(k) {
+                Some(slot) if slot.file == *file => slot.file = loc.file,
+                _ => intact = false,
+            }
+        }
+        intact
+    }
+
+    /// Encodes a batch as a record whose header is filled in by `seal_record`.
+    fn encode_record(&self, batch: &LogBatch) -> Vec<u8> {
+        let mut record = vec![0u8; crate::format::RECORD_HEADER_LEN];
+        record.extend_from_slice(&batch.payload);
+        debug_assert!(decode_items(&batch.payload).is_ok_and(|items| items
+            .iter()
+            .all(|i| matches!(i, Item::Entries { .. } | Item::Put { .. }))));
+        record
+    }
+
+    fn seal_record(&self, mut record: Vec<u8>, id: FileId) -> Vec<u8> {
+        let payload = &record[crate::format::RECORD_HEADER_LEN..];
+        let header = crate::format::RecordHeader {
+            file_id: id.to_u64(),
+            stored_len: payload.len() as u32,
+            raw_len: payload.len() as u32,
+            payload_crc: strata_codec::crc32c(payload),
+            codec: crate::format::CODEC_NONE,
+        };
+        record[..crate::format::RECORD_HEADER_LEN].copy_from_slice(&header.encode());
+        record
+    }
+}

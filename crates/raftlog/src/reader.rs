@@ -1,0 +1,145 @@
+//! Scanning a whole log file: the one decoder of files that recovery, `ctl` and
+//! the fuzz targets share. Pure: it takes bytes, never touches a file system.
+
+use strata_codec::DecodeError;
+
+use crate::format::{
+    decode_file_header, FileId, HeaderCheck, RecordHeader, FILE_HEADER_LEN, RECORD_HEADER_LEN,
+};
+use crate::log_batch::decode_items;
+use crate::pipe::verify_payload;
+
+/// One valid record.
+#[derive(Debug, Clone)]
+pub struct ScannedRecord {
+    /// Offset of the record's header in the file.
+    pub offset: u64,
+    /// Length of header plus stored payload.
+    pub len: u32,
+    /// The record's header.
+    pub header: RecordHeader,
+    /// The payload, decompressed; its items are known to decode.
+    pub payload: Vec<u8>,
+}
+
+/// Why a scan stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// The file ended right after the last record.
+    Eof,
+    /// Zeros follow the last record (preallocated space).
+    Zeros,
+    /// A record of another file follows (left over in a recycled file).
+    Stale,
+    /// Bytes that are not a valid record follow the last good one.
+    Damaged {
+        /// Where the bad bytes start.
+        offset: u64,
+        /// What is wrong with them.
+        reason: String,
+        /// True when a valid record of this file appears after the damage, so
+        /// it cannot be a torn final write.
+        followed_by_valid: bool,
+    },
+}
+
+/// The result of scanning a file.
+#[derive(Debug, Clone)]
+pub struct FileScan {
+    /// The id in the file's header.
+    pub id: FileId,
+    /// The format version in the file's header.
+    pub version: u16,
+    /// Every valid record before the end, in order.
+    pub records: Vec<ScannedRecord>,
+    /// Offset just past the last valid record.
+    pub valid_end: u64,
+    /// Why the scan stopped.
+    pub end: ScanEnd,
+}
+
+/// Scans the bytes of a whole file. Fails only if the file header is unreadable.
+pub fn scan_file(bytes: &[u8]) -> Result<FileScan, DecodeError> {
+    let (id, version) =
+        decode_file_header(bytes.get(..FILE_HEADER_LEN).ok_or(DecodeError::Truncated {
+            offset: 0,
+            needed: FILE_HEADER_LEN.saturating_sub(bytes.len()),
+        })?)?;
+    let raw_id = id.to_u64();
+    let mut records = Vec::new();
+    let mut pos = FILE_HEADER_LEN;
+    let end = loop {
+        let rest = &bytes[pos..];
+        if rest.is_empty() {
+            break ScanEnd::Eof;
+        }
+        if rest.len() < RECORD_HEADER_LEN {
+            if rest.iter().all(|b| *b == 0) {
+                break ScanEnd::Zeros;
+            }
+            break damaged(bytes, pos, "file ends inside a record header", raw_id);
+        }
+        let head: &[u8; RECORD_HEADER_LEN] = rest[..RECORD_HEADER_LEN]
+            .try_into()
+            .expect("length checked above");
+        let h = match RecordHeader::check(head, raw_id) {
+            HeaderCheck::Valid(h) => h,
+            HeaderCheck::Zeros => break ScanEnd::Zeros,
+            HeaderCheck::Stale => break ScanEnd::Stale,
+            HeaderCheck::Invalid(why) => break damaged(bytes, pos, why, raw_id),
+        };
+        let total = RECORD_HEADER_LEN + h.stored_len as usize;
+        let Some(stored) = rest.get(RECORD_HEADER_LEN..total) else {
+            break damaged(bytes, pos, "file ends inside a record payload", raw_id);
+        };
+        let payload = match verify_payload(&h, stored) {
+            Ok(p) => p,
+            Err(why) => break damaged(bytes, pos, &why, raw_id),
+        };
+        if let Err(e) = decode_items(&payload) {
+            break damaged(bytes, pos, &format!("undecodable items: {e}"), raw_id);
+        }
+        records.push(ScannedRecord {
+            offset: pos as u64,
+            len: total as u32,
+            header: h,
+            payload,
+        });
+        pos += total;
+    };
+    Ok(FileScan {
+        id,
+        version,
+        records,
+        valid_end: pos as u64,
+        end,
+    })
+}
+
+fn damaged(bytes: &[u8], pos: usize, reason: &str, raw_id: u64) -> ScanEnd {
+    ScanEnd::Damaged {
+        offset: pos as u64,
+        reason: reason.to_string(),
+        followed_by_valid: valid_header_after(bytes, pos + 1, raw_id),
+    }
+}
+
+/// Looks for a valid record header of this file at any offset from `from` on.
+/// Runs only after damage was found, so a byte-by-byte search is affordable; the
+/// file-id bytes are compared before any checksum is computed.
+fn valid_header_after(bytes: &[u8], from: usize, raw_id: u64) -> bool {
+    let id = raw_id.to_le_bytes();
+    let mut pos = from;
+    while pos + RECORD_HEADER_LEN <= bytes.len() {
+        if bytes[pos + 4..pos + 12] == id {
+            let head: &[u8; RECORD_HEADER_LEN] = bytes[pos..pos + RECORD_HEADER_LEN]
+                .try_into()
+                .expect("length checked by the loop");
+            if matches!(RecordHeader::check(head, raw_id), HeaderCheck::Valid(_)) {
+                return true;
+            }
+        }
+        pos += 1;
+    }
+    false
+}

@@ -1,0 +1,311 @@
+//! Recovery: rebuilds the index by scanning every file, in parallel across
+//! files, and applying them in log order (the rewrite queue first, then the
+//! append queue), as `docs/raftlog.md` explains.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use strata_fs::{File, FileSystem};
+
+use crate::format::{decode_file_header, FileId, Queue, FILE_HEADER_LEN, RECYCLE_PREFIX};
+use crate::index::{FileRef, Index, RecordLoc};
+use crate::log_batch::decode_items;
+use crate::metrics::Metrics;
+use crate::pipe::{ActiveFile, Pipe};
+use crate::reader::{scan_file, FileScan, ScanEnd};
+use crate::{Config, Error, RecoveryMode, Result};
+
+/// One piece of damage that recovery tolerated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The damaged file.
+    pub path: PathBuf,
+    /// Where the damage starts; the file was cut there.
+    pub offset: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// What recovery found.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    /// Files scanned.
+    pub files: u64,
+    /// Bytes of files read.
+    pub bytes_read: u64,
+    /// Valid records applied.
+    pub records: u64,
+    /// Damage tolerated under the configured recovery mode (torn tails included).
+    pub damage: Vec<Damage>,
+    /// Files found with an unfinished header (a crash while creating them) and removed.
+    pub unfinished_files: Vec<PathBuf>,
+    /// Wall time of recovery.
+    pub duration: Duration,
+}
+
+pub(crate) struct Recovered {
+    pub files: BTreeMap<FileId, Arc<dyn File>>,
+    pub active: ActiveFile,
+    pub recycled: Vec<String>,
+    pub next_rewrite_seq: u64,
+    pub min_dirty: u64,
+    pub append_sizes: BTreeMap<u64, u64>,
+    pub report: RecoveryReport,
+}
+
+/// A file's scan.
+struct Replay {
+    scan: Result<FileScan>,
+    bytes: u64,
+    /// The header is blank (zeros or cut short) or names another file: what a
+    /// crash while creating or recycling the file leaves.
+    unfinished: bool,
+}
+
+pub(crate) fn recover(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    config: &Config,
+    index: &Index,
+    metrics: &Metrics,
+) -> Result<Recovered> {
+    let start = Instant::now();
+    let mut report = RecoveryReport::default();
+    let names = fs.list(dir).map_err(Error::io("list", dir))?;
+    let mut recycled = Vec::new();
+    let mut ids: Vec<FileId> = Vec::new();
+    for name in names {
+        if let Some(id) = FileId::parse_file_name(&name) {
+            ids.push(id);
+        } else if name.starts_with(RECYCLE_PREFIX) {
+            recycled.push(name);
+        }
+    }
+    ids.sort();
+    check_contiguous(dir, &ids)?;
+
+    // Scan in parallel; apply strictly in order as scans complete.
+    let threads = config.recovery_threads.min(ids.len()).max(1);
+    let next = AtomicUsize::new(0);
+    let done: Mutex<HashMap<usize, Replay>> = Mutex::new(HashMap::new());
+    let ready = parking_lot::Condvar::new();
+    let mut files: BTreeMap<FileId, Arc<dyn File>> = BTreeMap::new();
+    let mut ends: HashMap<FileId, (u64, ScanEnd)> = HashMap::new();
+    let mut min_dirty = u64::MAX;
+    let mut outcome: Result<()> = Ok(());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= ids.len() {
+                    break;
+                }
+                let replay = read_and_scan(fs.as_ref(), &dir.join(ids[i].file_name()));
+                done.lock().insert(i, replay);
+                ready.notify_all();
+            });
+        }
+        for (i, &id) in ids.iter().enumerate() {
+            let replay = {
+                let mut d = done.lock();
+                loop {
+                    if let Some(r) = d.remove(&i) {
+                        break r;
+                    }
+                    ready.wait(&mut d);
+                }
+            };
+            if outcome.is_err() {
+                continue; // Drain the workers.
+            }
+            let is_last = ids.get(i + 1).is_none_or(|n| n.queue != id.queue);
+            match apply_file(dir, config, index, id, is_last, replay, &mut report) {
+                Ok(Some((end, scan_end, shadows))) => {
+                    if shadows && id.queue == Queue::Append {
+                        min_dirty = min_dirty.min(id.seq);
+                    }
+                    ends.insert(id, (end, scan_end));
+                }
+                Ok(None) => {}
+                Err(e) => outcome = Err(e),
+            }
+        }
+    });
+    outcome?;
+
+    // Open handles; cut damaged tails so no later scan mistakes them for damage
+    // in the middle of the log; drop files whose creation never finished.
+    let mut last_seq: HashMap<Queue, u64> = HashMap::new();
+    let mut append_sizes = BTreeMap::new();
+    for &id in &ids {
+        let path = dir.join(id.file_name());
+        let Some((end, scan_end)) = ends.remove(&id) else {
+            fs.remove(&path).map_err(Error::io("remove", &path))?;
+            report.unfinished_files.push(path);
+            continue;
+        };
+        let writable = matches!(scan_end, ScanEnd::Damaged { .. });
+        let file = fs.open(&path, writable).map_err(Error::io("open", &path))?;
+        if writable {
+            file.truncate(end).map_err(Error::io("truncate", &path))?;
+            file.sync_all().map_err(Error::io("sync", &path))?;
+        }
+        if id.queue == Queue::Append {
+            append_sizes.insert(id.seq, end);
+        }
+        last_seq.insert(id.queue, id.seq);
+        files.insert(id, file);
+    }
+    if !report.unfinished_files.is_empty() {
+        fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
+    }
+
+    // Never append to a file from before the restart: start a new one.
+    let recycled = Mutex::new(recycled);
+    let active_id = FileId {
+        queue: Queue::Append,
+        seq: last_seq.get(&Queue::Append).copied().unwrap_or(0) + 1,
+    };
+    let active = Pipe::new_file(fs, dir, config, &recycled, metrics, active_id)?;
+    files.insert(active_id, active.file.clone());
+    report.files = ids.len() as u64;
+    report.duration = start.elapsed();
+    Ok(Recovered {
+        files,
+        active,
+        recycled: recycled.into_inner(),
+        next_rewrite_seq: last_seq.get(&Queue::Rewrite).copied().unwrap_or(0) + 1,
+        min_dirty,
+        append_sizes,
+        report,
+    })
+}
+
+fn check_contiguous(dir: &Path, ids: &[FileId]) -> Result<()> {
+    for pair in ids.windows(2) {
+        if pair[0].queue == pair[1].queue && pair[1].seq != pair[0].seq + 1 {
+            let missing = FileId {
+                queue: pair[0].queue,
+                seq: pair[0].seq + 1,
+            };
+            return Err(Error::MissingFile {
+                path: dir.join(missing.file_name()),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn read_and_scan(fs: &dyn FileSystem, path: &Path) -> Replay {
+    let read = || -> Result<Vec<u8>> {
+        let file = fs.open(path, false).map_err(Error::io("open", path))?;
+        let len = file.len().map_err(Error::io("stat", path))?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(0, &mut bytes)
+            .map_err(Error::io("read", path))?;
+        Ok(bytes)
+    };
+    match read() {
+        Ok(bytes) => {
+            let head = &bytes[..bytes.len().min(FILE_HEADER_LEN)];
+            let blank = head.len() < FILE_HEADER_LEN || head.iter().all(|b| *b == 0);
+            let other_id = decode_file_header(head).is_ok_and(|(id, _)| {
+                Some(id)
+                    != path
+                        .file_name()
+                        .and_then(|n| FileId::parse_file_name(n.to_str()?))
+            });
+            Replay {
+                bytes: bytes.len() as u64,
+                unfinished: blank || other_id,
+                scan: scan_file(&bytes).map_err(|e| Error::Corruption {
+                    path: path.to_path_buf(),
+                    offset: 0,
+                    reason: format!("file header: {e}"),
+                }),
+            }
+        }
+        Err(e) => Replay {
+            scan: Err(e),
+            bytes: 0,
+            unfinished: false,
+        },
+    }
+}
+
+/// Applies one file's records to the index and decides what its end means under
+/// the recovery mode. Returns `None` for a file whose creation never finished.
+fn apply_file(
+    dir: &Path,
+    config: &Config,
+    index: &Index,
+    id: FileId,
+    is_last: bool,
+    replay: Replay,
+    report: &mut RecoveryReport,
+) -> Result<Option<(u64, ScanEnd, bool)>> {
+    let path = dir.join(id.file_name());
+    report.bytes_read += replay.bytes;
+    if replay.unfinished && is_last {
+        return Ok(None);
+    }
+    let scan = match replay.scan {
+        Ok(scan) if scan.id == id => scan,
+        Ok(scan) => {
+            return Err(Error::Corruption {
+                path,
+                offset: 0,
+                reason: format!("header names {} but the file is named {}", scan.id, id),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let mut shadows = false;
+    let file = FileRef::new(id);
+    for rec in &scan.records {
+        let loc = RecordLoc {
+            file,
+            offset: rec.offset as u32,
+            len: rec.len,
+        };
+        let items = decode_items(&rec.payload).expect("the scan checked that items decode");
+        for item in &items {
+            shadows |= index.apply(item, loc).shadows_rewrite;
+        }
+        report.records += 1;
+    }
+    if let ScanEnd::Damaged {
+        offset,
+        reason,
+        followed_by_valid,
+    } = &scan.end
+    {
+        let tolerated = match config.recovery_mode {
+            RecoveryMode::AbsoluteConsistency => false,
+            RecoveryMode::TolerateTailCorruption => is_last && !followed_by_valid,
+            RecoveryMode::TolerateAnyCorruption => true,
+        };
+        let reason = if *followed_by_valid {
+            format!("{reason} (valid records follow, so this is not a torn write)")
+        } else {
+            reason.clone()
+        };
+        if !tolerated {
+            return Err(Error::Corruption {
+                path,
+                offset: *offset,
+                reason,
+            });
+        }
+        report.damage.push(crate::recovery::Damage {
+            path,
+            offset: *offset,
+            reason,
+        });
+    }
+    Ok(Some((scan.valid_end, scan.end, shadows)))
+}

@@ -1,0 +1,142 @@
+//! Group commit: concurrent writers queue up; one of them (the leader) writes
+//! everyone's records with one append and at most one sync, then hands the
+//! leadership to the first writer that queued meanwhile.
+//!
+//! A writer that finds no leader becomes one at once, so a lone writer waits for
+//! nobody. While a leader does its I/O, newcomers accumulate and become the next
+//! group.
+//!
+//! Concurrency: `QueueState` is guarded by `state`; a writer's own outcome is
+//! guarded by its slot's mutex and announced on its condvar.
+
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+/// A writer's request and, once served, its outcome.
+#[derive(Debug)]
+pub(crate) struct Writer<T, R> {
+    pub request: T,
+    slot: Mutex<Slot<R>>,
+    cv: Condvar,
+}
+
+#[derive(Debug)]
+enum Slot<R> {
+    Waiting,
+    Leader,
+    Done(R),
+}
+
+#[derive(Debug)]
+struct QueueState<T, R> {
+    leader_active: bool,
+    pending: Vec<Arc<Writer<T, R>>>,
+}
+
+/// The queue of writers.
+#[derive(Debug)]
+pub(crate) struct WriteQueue<T, R> {
+    state: Mutex<QueueState<T, R>>,
+}
+
+impl<T, R> WriteQueue<T, R> {
+    pub fn new() -> Self {
+        WriteQueue {
+            state: Mutex::new(QueueState {
+                leader_active: false,
+                pending: Vec::new(),
+            }),
+        }
+    }
+
+    /// Submits `request` and returns its outcome. `serve` is called by whichever
+    /// writer leads, with every request of its group in arrival order, and must
+    /// return one outcome per request.
+    pub fn submit(&self, request: T, serve: impl Fn(&[Arc<Writer<T, R>>]) -> Vec<R>) -> R {
+        let me = Arc::new(Writer {
+            request,
+            slot: Mutex::new(Slot::Waiting),
+            cv: Condvar::new(),
+        });
+        let mut state = self.state.lock();
+        state.pending.push(me.clone());
+        if state.leader_active {
+            drop(state);
+            let mut slot = me.slot.lock();
+            loop {
+                match std::mem::replace(&mut *slot, Slot::Waiting) {
+                    Slot::Done(r) => return r,
+                    Slot::Leader => break,
+                    Slot::Waiting => me.cv.wait(&mut slot),
+                }
+            }
+            drop(slot);
+            state = self.state.lock();
+        } else {
+            state.leader_active = true;
+        }
+        // This writer leads: take everyone queued so far, itself included.
+        let group = std::mem::take(&mut state.pending);
+        drop(state);
+        debug_assert!(group.iter().any(|w| Arc::ptr_eq(w, &me)));
+
+        let outcomes = serve(&group);
+        debug_assert_eq!(outcomes.len(), group.len());
+        let mut mine = None;
+        for (w, r) in group.iter().zip(outcomes) {
+            if Arc::ptr_eq(w, &me) {
+                mine = Some(r);
+            } else {
+                *w.slot.lock() = Slot::Done(r);
+                w.cv.notify_one();
+            }
+        }
+
+        let mut state = self.state.lock();
+        match state.pending.first() {
+            Some(next) => {
+                *next.slot.lock() = Slot::Leader;
+                next.cv.notify_one();
+            }
+            None => state.leader_active = false,
+        }
+        drop(state);
+        mine.expect("the leader is in its own group")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_request_is_served_once_and_groups_form() {
+        let q = Arc::new(WriteQueue::<usize, usize>::new());
+        let served = Arc::new(AtomicUsize::new(0));
+        let groups = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (q, served, groups) = (q.clone(), served.clone(), groups.clone());
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let req = t * 1000 + i;
+                        let out = q.submit(req, |group| {
+                            groups.fetch_add(1, Ordering::Relaxed);
+                            served.fetch_add(group.len(), Ordering::Relaxed);
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                            group.iter().map(|w| w.request * 2).collect()
+                        });
+                        assert_eq!(out, req * 2);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(served.load(Ordering::Relaxed), 1600);
+        assert!(groups.load(Ordering::Relaxed) <= 1600);
+    }
+}
