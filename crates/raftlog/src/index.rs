@@ -243,10 +243,13 @@ impl GroupIndex {
     }
 }
 
+/// One shard: the groups whose ids hash to it.
+type Shard = RwLock<HashMap<u64, Arc<RwLock<GroupIndex>>>>;
+
 /// The sharded index of all groups.
 #[derive(Debug)]
 pub(crate) struct Index {
-    shards: Box<[RwLock<HashMap<u64, Arc<RwLock<GroupIndex>>>>]>,
+    shards: Box<[Shard]>,
 }
 
 const SHARDS: usize = 64;
@@ -258,7 +261,7 @@ impl Index {
         }
     }
 
-    fn shard(&self, group: u64) -> &RwLock<HashMap<u64, Arc<RwLock<GroupIndex>>>> {
+    fn shard(&self, group: u64) -> &Shard {
         // Fibonacci hashing spreads consecutive group ids over the shards.
         let h = group.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
         &self.shards[h as usize % SHARDS]
