@@ -38,23 +38,37 @@ use crate::{Config, Error, Result};
 /// What a writer hands to the group-commit leader.
 #[derive(Debug)]
 pub(crate) struct WriteRequest {
-    /// The payload as stored: compressed or not.
-    stored: Vec<u8>,
-    /// The payload uncompressed, when `stored` is compressed.
-    raw: Option<Vec<u8>>,
+    /// Locked only by the leader, and by the writer after it is served (to take
+    /// its payload back when the write failed).
+    payload: Mutex<Payload>,
+    stored_len: u32,
     raw_len: u32,
     payload_crc: u32,
     codec: u8,
     sync: bool,
 }
 
-impl WriteRequest {
-    fn raw_payload(&self) -> &[u8] {
+#[derive(Debug)]
+struct Payload {
+    /// The payload as stored: compressed or not.
+    stored: Vec<u8>,
+    /// The payload uncompressed, when `stored` is compressed.
+    raw: Option<Vec<u8>>,
+}
+
+impl Payload {
+    fn raw(&self) -> &[u8] {
         self.raw.as_deref().unwrap_or(&self.stored)
     }
 
+    fn into_raw(self) -> Vec<u8> {
+        self.raw.unwrap_or(self.stored)
+    }
+}
+
+impl WriteRequest {
     fn record_len(&self) -> u64 {
-        (RECORD_HEADER_LEN + self.stored.len()) as u64
+        (RECORD_HEADER_LEN as u64) + self.stored_len as u64
     }
 }
 
@@ -161,7 +175,8 @@ impl Engine {
     }
 
     /// Writes `batch` atomically and empties it; returns the bytes appended.
-    /// With `sync`, returns only once the batch is durable.
+    /// With `sync`, returns only once the batch is durable. On error the batch
+    /// is left as it was, so that it can be retried (after `ENOSPC`, say).
     ///
     /// Entries of a group must continue its log: the first index of each run
     /// must be at most the group's last index + 1 (a lower index replaces the
@@ -183,13 +198,29 @@ impl Engine {
         }
         self.check_continuity(batch)?;
         let raw = std::mem::take(&mut batch.payload);
-        batch.clear();
         let request = self.encode(raw, sync);
         let len = request.record_len() as usize;
         let start = Instant::now();
-        let result = self.queue.submit(request, |group| self.serve(group));
+        let served = self.queue.submit(request, |group| self.serve(group));
         self.metrics.record_write(start.elapsed());
-        result.map(|()| len)
+        match served.outcome {
+            Ok(()) => {
+                batch.clear();
+                Ok(len)
+            }
+            Err(e) => {
+                // Give the batch back intact so the caller may retry it.
+                let payload = std::mem::replace(
+                    &mut *served.writer.request.payload.lock(),
+                    Payload {
+                        stored: Vec::new(),
+                        raw: None,
+                    },
+                );
+                batch.payload = payload.into_raw();
+                Err(e)
+            }
+        }
     }
 
     fn check_continuity(&self, batch: &LogBatch) -> Result<()> {
@@ -220,8 +251,11 @@ impl Engine {
                 Metrics::add(&self.metrics.compressed_batches, 1);
                 return WriteRequest {
                     payload_crc: crc32c(&compressed),
-                    stored: compressed,
-                    raw: Some(raw),
+                    stored_len: compressed.len() as u32,
+                    payload: Mutex::new(Payload {
+                        stored: compressed,
+                        raw: Some(raw),
+                    }),
                     raw_len,
                     codec: CODEC_LZ4,
                     sync,
@@ -230,8 +264,11 @@ impl Engine {
         }
         WriteRequest {
             payload_crc: crc32c(&raw),
-            stored: raw,
-            raw: None,
+            stored_len: raw_len,
+            payload: Mutex::new(Payload {
+                stored: raw,
+                raw: None,
+            }),
             raw_len,
             codec: CODEC_NONE,
             sync,
@@ -266,13 +303,13 @@ impl Engine {
             let r = &w.request;
             let header = RecordHeader {
                 file_id,
-                stored_len: r.stored.len() as u32,
+                stored_len: r.stored_len,
                 raw_len: r.raw_len,
                 payload_crc: r.payload_crc,
                 codec: r.codec,
             };
             buf.extend_from_slice(&header.encode());
-            buf.extend_from_slice(&r.stored);
+            buf.extend_from_slice(&r.payload.lock().stored);
             sync |= r.sync;
         }
         let path = self.pipe.path(active.id);
@@ -281,10 +318,15 @@ impl Engine {
             path: path.clone(),
             source: std::io::Error::other("fail point"),
         }));
-        active
-            .file
-            .write_at(active.offset, &buf)
-            .map_err(Error::io("write", &path))?;
+        if let Err(e) = active.file.write_at(active.offset, &buf) {
+            // Part of the group may be in the file. Cut it off, so that a later,
+            // shorter record cannot leave a valid-looking unacknowledged record
+            // after itself; if the cut fails, nothing about the file is known.
+            if let Err(cut) = self.cut_tail(&active) {
+                self.poison(&cut);
+            }
+            return Err(Error::io("write", &path)(e));
+        }
         if sync {
             fail::fail_point!("raftlog::write::sync", |_| {
                 let e = Error::Io {
@@ -312,8 +354,9 @@ impl Engine {
                 offset: offset as u32,
                 len: w.request.record_len() as u32,
             };
-            let items = decode_items(w.request.raw_payload())
-                .expect("a batch built by LogBatch always decodes");
+            let payload = w.request.payload.lock();
+            let items =
+                decode_items(payload.raw()).expect("a batch built by LogBatch always decodes");
             for item in &items {
                 shadows |= self.index.apply(item, loc).shadows_rewrite;
             }
@@ -328,6 +371,21 @@ impl Engine {
         Metrics::add(&self.metrics.write_groups, 1);
         let payload: u64 = group.iter().map(|w| w.request.raw_len as u64).sum();
         Metrics::add(&self.metrics.payload_bytes, payload);
+        Ok(())
+    }
+
+    fn cut_tail(&self, active: &crate::pipe::ActiveFile) -> Result<()> {
+        let path = self.pipe.path(active.id);
+        active
+            .file
+            .truncate(active.offset)
+            .map_err(Error::io("truncate", &path))?;
+        if self.pipe.config.preallocate {
+            // Best effort: without the space, appends extend the file instead.
+            let _ = active
+                .file
+                .allocate(self.pipe.config.target_file_size_bytes);
+        }
         Ok(())
     }
 

@@ -91,8 +91,12 @@ pub(crate) fn recover(
     // Scan in parallel; apply strictly in order as scans complete.
     let threads = config.recovery_threads.min(ids.len()).max(1);
     let next = AtomicUsize::new(0);
-    let done: Mutex<HashMap<usize, Replay>> = Mutex::new(HashMap::new());
+    // Scans finished but not yet applied, and the number applied: workers stay at
+    // most `ahead` files in front of the applier so memory stays bounded.
+    let done: Mutex<(HashMap<usize, Replay>, usize)> = Mutex::new((HashMap::new(), 0));
+    let ahead = threads * 2;
     let ready = parking_lot::Condvar::new();
+    let room = parking_lot::Condvar::new();
     let mut files: BTreeMap<FileId, Arc<dyn File>> = BTreeMap::new();
     let mut ends: HashMap<FileId, (u64, ScanEnd)> = HashMap::new();
     let mut min_dirty = u64::MAX;
@@ -104,20 +108,29 @@ pub(crate) fn recover(
                 if i >= ids.len() {
                     break;
                 }
+                {
+                    let mut d = done.lock();
+                    while i >= d.1 + ahead {
+                        room.wait(&mut d);
+                    }
+                }
                 let replay = read_and_scan(fs.as_ref(), &dir.join(ids[i].file_name()));
-                done.lock().insert(i, replay);
+                done.lock().0.insert(i, replay);
                 ready.notify_all();
             });
         }
         for (i, &id) in ids.iter().enumerate() {
             let replay = {
                 let mut d = done.lock();
-                loop {
-                    if let Some(r) = d.remove(&i) {
+                let r = loop {
+                    if let Some(r) = d.0.remove(&i) {
                         break r;
                     }
                     ready.wait(&mut d);
-                }
+                };
+                d.1 = i + 1;
+                room.notify_all();
+                r
             };
             if outcome.is_err() {
                 continue; // Drain the workers.

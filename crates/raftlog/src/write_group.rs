@@ -50,10 +50,14 @@ impl<T, R> WriteQueue<T, R> {
         }
     }
 
-    /// Submits `request` and returns its outcome. `serve` is called by whichever
-    /// writer leads, with every request of its group in arrival order, and must
-    /// return one outcome per request.
-    pub fn submit(&self, request: T, serve: impl Fn(&[Arc<Writer<T, R>>]) -> Vec<R>) -> R {
+    /// Submits `request` and returns the served writer, holding the outcome.
+    /// `serve` is called by whichever writer leads, with every request of its
+    /// group in arrival order, and must return one outcome per request.
+    pub fn submit(
+        &self,
+        request: T,
+        serve: impl Fn(&[Arc<Writer<T, R>>]) -> Vec<R>,
+    ) -> Served<T, R> {
         let me = Arc::new(Writer {
             request,
             slot: Mutex::new(Slot::Waiting),
@@ -66,7 +70,13 @@ impl<T, R> WriteQueue<T, R> {
             let mut slot = me.slot.lock();
             loop {
                 match std::mem::replace(&mut *slot, Slot::Waiting) {
-                    Slot::Done(r) => return r,
+                    Slot::Done(r) => {
+                        drop(slot);
+                        return Served {
+                            writer: me,
+                            outcome: r,
+                        };
+                    }
                     Slot::Leader => break,
                     Slot::Waiting => me.cv.wait(&mut slot),
                 }
@@ -102,8 +112,18 @@ impl<T, R> WriteQueue<T, R> {
             None => state.leader_active = false,
         }
         drop(state);
-        mine.expect("the leader is in its own group")
+        Served {
+            writer: me,
+            outcome: mine.expect("the leader is in its own group"),
+        }
     }
+}
+
+/// A writer after it was served: its request and its outcome.
+#[derive(Debug)]
+pub(crate) struct Served<T, R> {
+    pub writer: Arc<Writer<T, R>>,
+    pub outcome: R,
 }
 
 #[cfg(test)]
@@ -122,12 +142,14 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..200 {
                         let req = t * 1000 + i;
-                        let out = q.submit(req, |group| {
-                            groups.fetch_add(1, Ordering::Relaxed);
-                            served.fetch_add(group.len(), Ordering::Relaxed);
-                            std::thread::sleep(std::time::Duration::from_micros(50));
-                            group.iter().map(|w| w.request * 2).collect()
-                        });
+                        let out = q
+                            .submit(req, |group| {
+                                groups.fetch_add(1, Ordering::Relaxed);
+                                served.fetch_add(group.len(), Ordering::Relaxed);
+                                std::thread::sleep(std::time::Duration::from_micros(50));
+                                group.iter().map(|w| w.request * 2).collect()
+                            })
+                            .outcome;
                         assert_eq!(out, req * 2);
                     }
                 })
