@@ -297,7 +297,7 @@ impl Engine {
             )));
         }
         let file_id = active.id.to_u64();
-        let mut buf = Vec::with_capacity(total as usize);
+        let mut buf = Vec::with_capacity(total as usize + RECORD_HEADER_LEN);
         let mut sync = false;
         for w in group {
             let r = &w.request;
@@ -312,6 +312,7 @@ impl Engine {
             buf.extend_from_slice(&r.payload.lock().stored);
             sync |= r.sync;
         }
+        buf.extend_from_slice(&crate::format::END_MARKER);
         let path = self.pipe.path(active.id);
         fail::fail_point!("raftlog::write::append", |_| Err(Error::Io {
             op: "write",

@@ -17,6 +17,10 @@ pub const SUPPORTED_VERSIONS: &[u16] = &[1];
 pub const FILE_HEADER_LEN: usize = 24;
 /// `{ u32 header_crc | u64 file_id | u32 stored_len | u32 raw_len | u32 payload_crc | u8 codec | u8[3] 0 }`
 pub const RECORD_HEADER_LEN: usize = 28;
+/// Written after the last record of every append: 28 zero bytes, the clean end of
+/// the data. The next append overwrites it. Without it, the bytes after the last
+/// record of a recycled file would be the middle of an old record: damage, not an end.
+pub const END_MARKER: [u8; RECORD_HEADER_LEN] = [0; RECORD_HEADER_LEN];
 /// The largest payload a record may declare, compressed or not. Bounds what a
 /// hostile header can make a reader allocate.
 pub const RECORD_PAYLOAD_MAX: u32 = 1 << 30;

@@ -101,7 +101,9 @@ impl Pipe {
                 file
             }
         };
-        file.write_at(0, &encode_file_header(id))
+        let mut head = encode_file_header(id).to_vec();
+        head.extend_from_slice(&crate::format::END_MARKER);
+        file.write_at(0, &head)
             .map_err(Error::io("write header", &path))?;
         file.sync_all().map_err(Error::io("sync", &path))?;
         fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
@@ -169,7 +171,6 @@ impl Pipe {
     /// Removes a purged file, keeping it for reuse if the pool has room.
     pub fn retire(&self, id: FileId) -> Result<()> {
         let path = self.path(id);
-        self.files.write().remove(&id);
         let mut recycled = self.recycled.lock();
         if id.queue == Queue::Append && recycled.len() < self.config.recycle_files_max {
             let name = format!("{RECYCLE_PREFIX}{}", id.file_name());
@@ -180,6 +181,7 @@ impl Pipe {
         } else {
             self.fs.remove(&path).map_err(Error::io("remove", &path))?;
         }
+        self.files.write().remove(&id);
         Ok(())
     }
 }

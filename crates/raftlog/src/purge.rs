@@ -123,7 +123,12 @@ impl Engine {
         // 2. Delete the old rewrite generation, now fully copied.
         for id in &old_rewrite {
             fail::fail_point!("raftlog::purge::remove_rewrite");
-            self.pipe.retire(*id)?;
+            if let Err(e) = self.pipe.retire(*id) {
+                // The old generation's dead copies stay on disk: keep every
+                // append file that hides them until a later purge retries.
+                self.min_dirty.store(0, Ordering::SeqCst);
+                return Err(e);
+            }
             out.files_purged += 1;
         }
         out.rewrite_queue_compacted = compact_rewrite_queue;
@@ -202,9 +207,12 @@ impl Engine {
         };
         let mut selected = Vec::new();
         self.index.for_each(|group, g| {
+            // The copy is a contiguous prefix of what follows the runs already
+            // in the rewrite queue, unless those are being copied too.
             let runs: Vec<Run> = g
                 .runs
                 .iter()
+                .skip_while(|r| r.record.file.is_rewrite() && !include_rewrite)
                 .take_while(|r| old(r.record.file))
                 .copied()
                 .collect();
@@ -370,7 +378,8 @@ impl Engine {
             *rw = Some(new);
         }
         let active = rw.as_mut().expect("set above");
-        let record = self.seal_record(record, active.id);
+        let mut record = self.seal_record(record, active.id);
+        record.extend_from_slice(&crate::format::END_MARKER);
         active
             .file
             .write_at(active.offset, &record)
@@ -402,24 +411,28 @@ impl Engine {
         if let (Some(body), Some(first_copied)) = (body, sel.runs.first()) {
             let item_first = first_copied.first;
             let item_count: u32 = sel.runs.iter().map(|r| r.count).sum();
-            let original: HashMap<(RecordLoc, u32), (u64, u64)> = sel
-                .runs
-                .iter()
-                .map(|r| {
-                    (
-                        (r.record, r.body_offset),
-                        (r.first, r.first + r.count as u64),
-                    )
-                })
-                .collect();
+            // Several runs may share one item (an earlier copy), so a run is
+            // matched by its item and its range.
+            let mut original: HashMap<(RecordLoc, u32), Vec<(u64, u64)>> = HashMap::new();
+            for r in &sel.runs {
+                original
+                    .entry((r.record, r.body_offset))
+                    .or_default()
+                    .push((r.first, r.first + r.count as u64));
+            }
             let mut matched = 0;
             for run in g.runs.iter_mut() {
-                let Some(&(lo, hi)) = original.get(&(run.record, run.body_offset)) else {
+                let end = run.first + run.count as u64;
+                let found = original
+                    .get(&(run.record, run.body_offset))
+                    .and_then(|v| v.iter().find(|(lo, hi)| run.first >= *lo && end <= *hi));
+                let Some(&(lo, hi)) = found else {
+                    if run.record.file.is_rewrite() && matched == 0 {
+                        // The uncopied rewrite-queue prefix (see `select`).
+                        continue;
+                    }
                     break;
                 };
-                if run.first < lo || run.first + run.count as u64 > hi {
-                    break;
-                }
                 run.record = loc;
                 run.body_offset = body;
                 run.item_count = item_count;

@@ -85,7 +85,8 @@ pub(crate) fn recover(
             recycled.push(name);
         }
     }
-    ids.sort();
+    // Log order: the rewrite queue (copies of the oldest data) before the append queue.
+    ids.sort_by_key(|id| (id.queue != Queue::Rewrite, id.seq));
     check_contiguous(dir, &ids)?;
 
     // Scan in parallel; apply strictly in order as scans complete.

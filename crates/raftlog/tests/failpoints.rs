@@ -1,0 +1,581 @@
+//! Fail points inside the engine (the `fail` crate, feature `failpoints`), on
+//! the in-memory file system. They prove that:
+//! - a failed append fails only that write; a failed sync, of a write or of a
+//!   file being sealed, poisons the engine; a failed file creation fails writes
+//!   only until creation works again;
+//! - a purge that fails at its start or before rewriting changes nothing, and a
+//!   later purge still frees the files;
+//! - a crash in the middle of a purge (a panic while it removes files, or
+//!   before it syncs its copies) loses nothing after reopen;
+//! - writes made while purge is copying a group win over the copy.
+//!
+//! Run with `cargo test -p strata-raftlog --features failpoints --test failpoints`.
+//! Fail points are global to the process: every test holds a
+//! `fail::FailScenario`, whose guard is a process-wide mutex, so the tests of
+//! this file run one at a time whatever the harness's thread count.
+
+#![cfg(feature = "failpoints")]
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use fail::FailScenario;
+use strata_fs::{CrashMode, FaultFs, FileSystem, MemFs, Op};
+use strata_raftlog::{Config, Engine, Error, LogBatch};
+
+const DIR: &str = "/db";
+/// A group with a few entries and a key, never compacted: purge must copy it
+/// into the rewrite queue to free the oldest files.
+const LAGGING: u64 = 1;
+/// A group that writes a lot and is compacted often.
+const BUSY: u64 = 2;
+
+fn config() -> Config {
+    Config {
+        target_file_size_bytes: 64 << 10,
+        purge_threshold_bytes: 1 << 20,
+        ..Config::default()
+    }
+}
+
+fn open(fs: &MemFs) -> Engine {
+    let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    Engine::open_with_fs(DIR, config(), dyn_fs).expect("open")
+}
+
+/// The bytes of entry `index` of `group`: 1000 bytes, not compressible.
+fn entry(group: u64, index: u64) -> Vec<u8> {
+    let mut x = group.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ index;
+    let mut v = format!("g{group}/i{index}/").into_bytes();
+    while v.len() < 1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(1000);
+    v
+}
+
+/// What the engine must hold: per group its entry range (entries have the
+/// bytes of [`entry`]) and its keys.
+#[derive(Debug, Clone, Default)]
+struct Model {
+    ranges: BTreeMap<u64, (u64, u64)>,
+    keys: BTreeMap<u64, BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl Model {
+    fn last(&self, group: u64) -> u64 {
+        self.ranges.get(&group).map_or(0, |r| r.1)
+    }
+
+    /// Appends `n` entries to `group` in one batch; the model follows on `Ok`.
+    fn append(&mut self, engine: &Engine, group: u64, n: u64, sync: bool) -> Result<(), Error> {
+        let first = self.last(group) + 1;
+        let entries: Vec<Vec<u8>> = (first..first + n).map(|i| entry(group, i)).collect();
+        let mut batch = LogBatch::new();
+        batch.add_entries(group, first, &entries);
+        engine.write(&mut batch, sync)?;
+        self.ranges.entry(group).or_insert((first, first)).1 = first + n - 1;
+        Ok(())
+    }
+
+    fn put(&mut self, engine: &Engine, group: u64, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        let mut batch = LogBatch::new();
+        batch.put(group, key, value);
+        engine.write(&mut batch, true)?;
+        self.keys
+            .entry(group)
+            .or_default()
+            .insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn compact(&mut self, engine: &Engine, group: u64, to: u64) -> Result<(), Error> {
+        let mut batch = LogBatch::new();
+        batch.compact_to(group, to);
+        engine.write(&mut batch, true)?;
+        if let Some(r) = self.ranges.get_mut(&group) {
+            r.0 = r.0.max(to);
+        }
+        Ok(())
+    }
+
+    /// Checks every entry and key of the engine against the model.
+    fn check(&self, engine: &Engine, ctx: &str) {
+        for (&g, &(first, last)) in &self.ranges {
+            assert_eq!(engine.first_index(g), Some(first), "{ctx}: group {g} first");
+            assert_eq!(engine.last_index(g), Some(last), "{ctx}: group {g} last");
+            let got = engine
+                .fetch_entries(g, first, last + 1, usize::MAX)
+                .unwrap_or_else(|e| panic!("{ctx}: fetch group {g}: {e}"));
+            assert_eq!(got.len() as u64, last + 1 - first, "{ctx}: group {g}");
+            for (i, data) in (first..).zip(&got) {
+                assert!(*data == entry(g, i), "{ctx}: group {g} entry {i} differs");
+            }
+        }
+        let mut groups: Vec<u64> = self.ranges.keys().copied().collect();
+        groups.extend(self.keys.keys());
+        for g in groups {
+            let want: Vec<(Vec<u8>, Vec<u8>)> = self
+                .keys
+                .get(&g)
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default();
+            assert_eq!(engine.scan_keys(g), want, "{ctx}: keys of group {g}");
+        }
+    }
+}
+
+/// Checks the model after a simulated power loss, on a copy of `fs`, so the
+/// caller can go on with `fs` as it was.
+fn check_after_crash(fs: &MemFs, model: &Model, mode: CrashMode, ctx: &str) {
+    let copy = fs.deep_clone();
+    copy.crash(mode);
+    let engine = open(&copy);
+    model.check(&engine, &format!("{ctx}, after crash {mode:?}"));
+}
+
+/// Gives the lagging group entries 1..=3 and a key, then writes about 1.3 MiB
+/// to the busy group, compacting it as it goes but never purging, so that a
+/// purge will have to rewrite the lagging group to free the oldest files.
+fn lagging_setup(engine: &Engine, model: &mut Model) {
+    model.append(engine, LAGGING, 3, true).unwrap();
+    model.put(engine, LAGGING, b"state", b"lag-1").unwrap();
+    fill_busy(engine, model, 1300);
+}
+
+/// Appends `n` entries to the busy group in batches of one, compacting it to
+/// its last 10 entries every 100.
+fn fill_busy(engine: &Engine, model: &mut Model, n: u64) {
+    for _ in 0..n {
+        model.append(engine, BUSY, 1, false).unwrap();
+        let last = model.last(BUSY);
+        if last.is_multiple_of(100) {
+            model.compact(engine, BUSY, last - 10).unwrap();
+        }
+    }
+    engine.sync().unwrap();
+}
+
+fn is_fail_point_io(e: &Error, want_op: &str) -> bool {
+    matches!(e, Error::Io { op, source, .. } if *op == want_op && source.to_string() == "fail point")
+}
+
+#[test]
+fn write_append_error_fails_only_that_write() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    for _ in 0..10 {
+        model.append(&engine, 1, 2, true).unwrap();
+    }
+    fail::cfg("raftlog::write::append", "1*return").unwrap();
+    let mut failed = model.clone();
+    let err = failed.append(&engine, 1, 1, true).unwrap_err();
+    assert!(is_fail_point_io(&err, "write"), "{err:?}");
+    // The failed batch is invisible, and the very next write succeeds.
+    model.check(&engine, "after the failed append");
+    for _ in 0..10 {
+        model.append(&engine, 1, 2, true).unwrap();
+    }
+    model.put(&engine, 3, b"k", b"v").unwrap();
+    model.check(&engine, "after the retries");
+    drop(engine);
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "write::append");
+    let engine = open(&fs);
+    model.check(&engine, "after reopen");
+    scenario.teardown();
+}
+
+#[test]
+fn write_sync_error_poisons_the_engine() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    for _ in 0..5 {
+        model.append(&engine, 1, 1, true).unwrap();
+    }
+    fail::cfg("raftlog::write::sync", "return").unwrap();
+    let err = model.clone().append(&engine, 1, 1, true).unwrap_err();
+    assert!(is_fail_point_io(&err, "sync"), "{err:?}");
+    // What the engine holds if the batch whose sync failed is found on reopen.
+    let mut failed = model.clone();
+    failed.ranges.insert(1, (1, 6));
+    fail::remove("raftlog::write::sync");
+    // Every later write fails, synced or not, and so does an explicit sync.
+    let mut later = model.clone();
+    for sync in [true, false] {
+        let err = later.append(&engine, 1, 1, sync).unwrap_err();
+        assert!(matches!(err, Error::Poisoned(_)), "{err:?}");
+    }
+    assert!(matches!(engine.sync(), Err(Error::Poisoned(_))));
+    // Reads still work and do not show the batch whose sync failed.
+    model.check(&engine, "poisoned");
+    engine.close().expect("close of a poisoned engine");
+
+    // The failed batch never reached the durable image, so a crash drops it.
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "write::sync");
+    // Without a crash its bytes are in the page cache: all or nothing of it.
+    let engine = open(&fs);
+    let last = engine.last_index(1);
+    assert!(last == Some(5) || last == Some(6), "{last:?}");
+    if last == Some(6) {
+        failed.check(&engine, "reopen with the failed batch");
+    } else {
+        model.check(&engine, "reopen without the failed batch");
+    }
+    // A reopened engine writes again.
+    let mut after = if last == Some(6) { failed } else { model };
+    after.append(&engine, 1, 1, true).unwrap();
+    after.check(&engine, "a write after reopen");
+    scenario.teardown();
+}
+
+#[test]
+fn rotate_create_error_fails_writes_until_cleared() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    model.append(&engine, 1, 1, true).unwrap();
+    let seq = engine.file_stats().active_append_seq;
+    fail::cfg("raftlog::rotate::create", "return").unwrap();
+    // About 64 one-KiB batches fill the file; the one that needs a new file fails.
+    let mut writes = 0;
+    let err = loop {
+        match model.append(&engine, 1, 1, true) {
+            Ok(()) => writes += 1,
+            Err(e) => break e,
+        }
+        assert!(writes < 200, "no write needed a new file");
+    };
+    assert!(writes > 30, "failed after only {writes} writes: {err:?}");
+    assert!(is_fail_point_io(&err, "create"), "{err:?}");
+    // Every write that needs the new file fails while creation fails.
+    let err = model.clone().append(&engine, 1, 1, true).unwrap_err();
+    assert!(is_fail_point_io(&err, "create"), "{err:?}");
+    assert_eq!(engine.file_stats().active_append_seq, seq);
+    model.check(&engine, "while creation fails");
+
+    fail::remove("raftlog::rotate::create");
+    for _ in 0..100 {
+        model.append(&engine, 1, 1, true).unwrap();
+    }
+    let stats = engine.file_stats();
+    assert!(stats.active_append_seq > seq, "{stats:?}");
+    assert_eq!(
+        stats.append_files,
+        stats.active_append_seq - stats.first_append_seq + 1
+    );
+    model.check(&engine, "after creation works again");
+    drop(engine);
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "rotate::create");
+    let engine = open(&fs);
+    model.check(&engine, "after reopen");
+    scenario.teardown();
+}
+
+#[test]
+fn rotate_seal_error_poisons_the_engine() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    fail::cfg("raftlog::rotate::seal", "return").unwrap();
+    let mut writes = 0;
+    let err = loop {
+        match model.append(&engine, 1, 1, true) {
+            Ok(()) => writes += 1,
+            Err(e) => break e,
+        }
+        assert!(writes < 200, "no write sealed a file");
+    };
+    assert!(writes > 30, "failed after only {writes} writes: {err:?}");
+    assert!(is_fail_point_io(&err, "sync"), "{err:?}");
+    fail::remove("raftlog::rotate::seal");
+    let err = model.clone().append(&engine, 1, 1, false).unwrap_err();
+    assert!(matches!(err, Error::Poisoned(_)), "{err:?}");
+    model.check(&engine, "poisoned");
+    drop(engine);
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "rotate::seal");
+    let engine = open(&fs);
+    model.check(&engine, "after reopen");
+    model.append(&engine, 1, 1, true).unwrap();
+    scenario.teardown();
+}
+
+/// A purge that fails at `fail_point` changes nothing; after reopen the data is
+/// intact and a purge frees the oldest files.
+fn failed_purge_changes_nothing(fail_point: &str, op: &str) {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    lagging_setup(&engine, &mut model);
+    let before = engine.file_stats();
+    fail::cfg(fail_point, "return").unwrap();
+    let err = engine.purge().unwrap_err();
+    assert!(is_fail_point_io(&err, op), "{err:?}");
+    assert_eq!(engine.file_stats(), before);
+    model.check(&engine, fail_point);
+    // The engine is not poisoned by a failed purge.
+    model.append(&engine, BUSY, 1, true).unwrap();
+    drop(engine);
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, fail_point);
+
+    let engine = open(&fs);
+    model.check(&engine, &format!("{fail_point}: after reopen"));
+    fail::remove(fail_point);
+    let out = engine.purge().unwrap();
+    assert!(out.files_purged > 0, "{out:?}");
+    assert!(out.entries_rewritten >= 3, "{out:?}");
+    let after = engine.file_stats();
+    assert!(
+        after.append_files < before.append_files,
+        "{before:?} -> {after:?}"
+    );
+    assert!(after.rewrite_files >= 1, "{after:?}");
+    model.check(&engine, &format!("{fail_point}: after the purge"));
+    engine.close().unwrap();
+    let engine = open(&fs);
+    model.check(&engine, &format!("{fail_point}: reopen after the purge"));
+    scenario.teardown();
+}
+
+#[test]
+fn purge_start_error_changes_nothing() {
+    failed_purge_changes_nothing("raftlog::purge::start", "purge");
+}
+
+#[test]
+fn rewrite_start_error_changes_nothing() {
+    failed_purge_changes_nothing("raftlog::rewrite::start", "rewrite");
+}
+
+/// Whether a rewrite-start failure leaves the running engine able to purge:
+/// the failure marks the rewrite queue dirty, so the next purge must rewrite it
+/// and still free the files.
+#[test]
+fn purge_after_rewrite_start_error_frees_files_without_reopen() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    lagging_setup(&engine, &mut model);
+    fail::cfg("raftlog::rewrite::start", "1*return").unwrap();
+    assert!(engine.purge().is_err());
+    let before = engine.file_stats();
+    let out = engine.purge().unwrap();
+    assert!(out.files_purged > 0, "{out:?}");
+    assert!(out.rewrite_queue_compacted, "{out:?}");
+    assert!(engine.file_stats().append_files < before.append_files);
+    model.check(&engine, "after the second purge");
+    drop(engine);
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "rewrite::start once");
+    scenario.teardown();
+}
+
+/// Runs `purge` with `actions` at `fail_point`, expecting a panic; then checks
+/// the model after power losses and after a plain reopen, and that the reopened
+/// engine writes and purges normally.
+fn panic_in_purge(fs: &MemFs, engine: Engine, model: &mut Model, fail_point: &str, actions: &str) {
+    fail::cfg(fail_point, actions).unwrap();
+    let result = catch_unwind(AssertUnwindSafe(|| engine.purge()));
+    assert!(
+        result.is_err(),
+        "{fail_point}={actions}: purge did not reach it"
+    );
+    fail::remove(fail_point);
+    drop(engine);
+    let ctx = format!("panic at {fail_point}={actions}");
+    check_after_crash(fs, model, CrashMode::DropUnsynced, &ctx);
+    for seed in 0..4 {
+        check_after_crash(fs, model, CrashMode::KeepRandomPrefix { seed }, &ctx);
+    }
+    let engine = open(fs);
+    model.check(&engine, &format!("{ctx}: reopen"));
+    fill_busy(&engine, model, 1300);
+    let out = engine.purge().unwrap();
+    assert!(out.files_purged > 0, "{ctx}: {out:?}");
+    model.check(&engine, &format!("{ctx}: purge after reopen"));
+    engine.close().unwrap();
+    let engine = open(fs);
+    model.check(&engine, &format!("{ctx}: reopen after purge"));
+}
+
+#[test]
+fn panic_while_removing_append_files_loses_nothing() {
+    for actions in ["panic", "2*off->panic"] {
+        let scenario = FailScenario::setup();
+        let fs = MemFs::new();
+        let engine = open(&fs);
+        let mut model = Model::default();
+        lagging_setup(&engine, &mut model);
+        panic_in_purge(
+            &fs,
+            engine,
+            &mut model,
+            "raftlog::purge::remove_append",
+            actions,
+        );
+        scenario.teardown();
+    }
+}
+
+#[test]
+fn panic_while_removing_rewrite_files_loses_nothing() {
+    for actions in ["panic", "1*off->panic"] {
+        let scenario = FailScenario::setup();
+        let fs = MemFs::new();
+        let engine = open(&fs);
+        let mut model = Model::default();
+        // Copy the lagging group into a rewrite file.
+        lagging_setup(&engine, &mut model);
+        let out = engine.purge().unwrap();
+        assert!(out.entries_rewritten >= 3, "{out:?}");
+        // A reopened engine starts a new rewrite file: copy a second lagging
+        // group into it, so that there are two rewrite files to remove.
+        engine.close().unwrap();
+        let engine = open(&fs);
+        model.append(&engine, 3, 3, true).unwrap();
+        model.put(&engine, 3, b"state", b"lag-1").unwrap();
+        fill_busy(&engine, &mut model, 1300);
+        let out = engine.purge().unwrap();
+        assert!(out.entries_rewritten >= 3, "{out:?}");
+        assert_eq!(engine.file_stats().rewrite_files, 2);
+        // Replacing a rewritten key makes the next purge rewrite the rewrite
+        // queue into a new file and remove the two old ones.
+        model.put(&engine, LAGGING, b"state", b"lag-2").unwrap();
+        fill_busy(&engine, &mut model, 300);
+        panic_in_purge(
+            &fs,
+            engine,
+            &mut model,
+            "raftlog::purge::remove_rewrite",
+            actions,
+        );
+        scenario.teardown();
+    }
+}
+
+#[test]
+fn panic_before_rewrite_sync_loses_nothing() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    lagging_setup(&engine, &mut model);
+    panic_in_purge(&fs, engine, &mut model, "raftlog::rewrite::sync", "panic");
+    scenario.teardown();
+}
+
+/// The error twin of the panic at `purge::remove_rewrite`, with no restart
+/// after it: removing the old rewrite file fails with EIO. The engine must
+/// still know the file is there, or once later purges delete the record that
+/// deleted a key, the stale copy of the key in that file comes back at reopen.
+#[test]
+fn failed_removal_of_a_rewrite_file_keeps_deletes_deleted() {
+    const EIO: i32 = 5;
+    let scenario = FailScenario::setup();
+    let mem = MemFs::new();
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    let engine = Engine::open_with_fs(DIR, config(), Arc::new(fault.clone())).unwrap();
+    let mut model = Model::default();
+    lagging_setup(&engine, &mut model);
+    let out = engine.purge().unwrap();
+    assert!(out.entries_rewritten >= 3, "{out:?}");
+    assert_eq!(engine.file_stats().rewrite_files, 1);
+    // Delete the rewritten key: the next purge rewrites the rewrite queue into
+    // a new file and removes the old one, which fails.
+    let mut batch = LogBatch::new();
+    batch.delete(LAGGING, b"state");
+    engine.write(&mut batch, true).unwrap();
+    model.keys.remove(&LAGGING);
+    let tombstone_seq = engine.file_stats().active_append_seq;
+    fault.fail_once_after(Op::Remove, 0, EIO);
+    let err = engine.purge().unwrap_err();
+    assert!(matches!(&err, Error::Io { op: "remove", .. }), "{err:?}");
+    // Later purges go on and free the append file holding the delete.
+    for round in 0..20 {
+        if engine.file_stats().first_append_seq > tombstone_seq {
+            break;
+        }
+        fill_busy(&engine, &mut model, 300);
+        engine.purge().unwrap();
+        model.check(&engine, &format!("purge round {round}"));
+    }
+    let stats = engine.file_stats();
+    assert!(stats.first_append_seq > tombstone_seq, "{stats:?}");
+    engine.close().unwrap();
+    let engine = open(&mem);
+    model.check(&engine, "reopen after the failed removal");
+    scenario.teardown();
+}
+
+/// A purge paused just before syncing its copy of the lagging group, while the
+/// group is compacted, its key deleted and another key put: the writes win, now
+/// and after every later purge and reopen.
+#[test]
+fn writes_during_a_rewrite_win_over_the_copy() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = Arc::new(open(&fs));
+    let mut model = Model::default();
+    lagging_setup(&engine, &mut model);
+
+    let (reached_tx, reached_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let reached_tx = Mutex::new(reached_tx);
+    let release_rx = Mutex::new(release_rx);
+    fail::cfg_callback("raftlog::rewrite::sync", move || {
+        let _ = reached_tx.lock().unwrap().send(());
+        let _ = release_rx.lock().unwrap().recv();
+    })
+    .unwrap();
+    let purger = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || engine.purge())
+    };
+    reached_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("purge never reached rewrite::sync");
+    model.compact(&engine, LAGGING, 3).unwrap();
+    let mut batch = LogBatch::new();
+    batch.delete(LAGGING, b"state");
+    engine.write(&mut batch, true).unwrap();
+    model.keys.remove(&LAGGING);
+    model
+        .put(&engine, LAGGING, b"other", b"put during the rewrite")
+        .unwrap();
+    release_tx.send(()).unwrap();
+    let out = purger.join().unwrap().unwrap();
+    assert!(out.entries_rewritten >= 3, "{out:?}");
+    fail::remove("raftlog::rewrite::sync");
+    model.check(&engine, "right after the purge");
+
+    // Purge until the append file holding the compaction and the delete is
+    // gone; the stale copy must not come back.
+    let tombstone_seq = engine.file_stats().active_append_seq;
+    for round in 0..20 {
+        if engine.file_stats().first_append_seq > tombstone_seq {
+            break;
+        }
+        fill_busy(&engine, &mut model, 300);
+        engine.purge().unwrap();
+        model.check(&engine, &format!("purge round {round}"));
+    }
+    let stats = engine.file_stats();
+    assert!(stats.first_append_seq > tombstone_seq, "{stats:?}");
+    let engine = Arc::into_inner(engine).expect("the purge thread is done");
+    engine.close().unwrap();
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "after the race");
+    let engine = open(&fs);
+    model.check(&engine, "reopen after the race");
+    scenario.teardown();
+}
