@@ -1,0 +1,4 @@
+//! Fuzzes `scan_file`: see `src/decoders.rs` for what must hold of any answer.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| strata_raftlog_fuzz::decoders::scan_file(data));
