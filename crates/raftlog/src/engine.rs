@@ -393,9 +393,9 @@ impl Engine {
     fn rotate_append(&self, active: &mut crate::pipe::ActiveFile) -> Result<()> {
         let sealed = (active.id.seq, active.offset);
         if let Err(e) = self.pipe.rotate(active, &self.metrics) {
-            // If the seal's sync failed, durability of the file is unknown.
-            if matches!(&e, Error::Io { op: "sync", path, .. } if *path == self.pipe.path(FileId { queue: Queue::Append, seq: sealed.0 }))
-            {
+            // A failed sync (of the sealed file, the new one or the directory)
+            // leaves what is durable unknown.
+            if matches!(&e, Error::Io { op: "sync" | "sync dir", .. }) {
                 self.poison(&e);
             }
             return Err(e);

@@ -157,7 +157,9 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<(FileId, u16), DecodeError> {
     }
     let version = r.u16()?;
     let queue = r.u8()?;
-    let _reserved = r.u8()?;
+    if r.u8()? != 0 {
+        return Err(invalid("file header", 11, "reserved byte is not zero"));
+    }
     let raw_id = r.u64()?;
     let crc = r.u32()?;
     if crc != crc32c(&bytes[..20]) {
@@ -251,6 +253,11 @@ impl RecordHeader {
             return HeaderCheck::Invalid("record length over the format's limit");
         }
         match h.codec {
+            // LZ4 expands at most 255 times: a larger claim is a hostile header
+            // that would make a reader allocate for nothing.
+            CODEC_LZ4 if h.raw_len as u64 > h.stored_len as u64 * 255 + 64 => {
+                HeaderCheck::Invalid("compressed length claims an impossible expansion")
+            }
             CODEC_NONE if h.raw_len != h.stored_len => {
                 HeaderCheck::Invalid("uncompressed record with two lengths")
             }

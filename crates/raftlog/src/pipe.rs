@@ -80,7 +80,13 @@ impl Pipe {
                 match fs.rename(&from, &path) {
                     Ok(()) => {
                         Metrics::add(&metrics.files_recycled, 1);
-                        fs.open(&path, true).map_err(Error::io("open", &path))?
+                        match fs.open(&path, true) {
+                            Ok(f) => f,
+                            Err(e) => {
+                                let _ = fs.remove(&path);
+                                return Err(Error::io("open", &path)(e));
+                            }
+                        }
                     }
                     Err(e) => {
                         // Keep the name for a later try; make a fresh file now.
@@ -103,10 +109,20 @@ impl Pipe {
         };
         let mut head = encode_file_header(id).to_vec();
         head.extend_from_slice(&crate::format::END_MARKER);
-        file.write_at(0, &head)
-            .map_err(Error::io("write header", &path))?;
-        file.sync_all().map_err(Error::io("sync", &path))?;
-        fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
+        let finish = || -> Result<()> {
+            file.write_at(0, &head)
+                .map_err(Error::io("write header", &path))?;
+            file.sync_all().map_err(Error::io("sync", &path))?;
+            fs.sync_dir(dir).map_err(Error::io("sync dir", dir))
+        };
+        if let Err(e) = finish() {
+            // Leave no half-made file behind: the next rotation must be able to
+            // create it again, and recovery must not find it. Whether the
+            // removal is durable does not matter: a blank or stale header in a
+            // queue's last file is taken for an unfinished creation.
+            let _ = fs.remove(&path);
+            return Err(e);
+        }
         Metrics::add(&metrics.fsyncs, 2);
         Ok(ActiveFile {
             id,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use strata_fs::{File, FileSystem};
 
-use crate::format::{decode_file_header, FileId, Queue, FILE_HEADER_LEN, RECYCLE_PREFIX};
+use crate::format::{decode_file_header, encode_file_header, FileId, Queue, FILE_HEADER_LEN, RECYCLE_PREFIX};
 use crate::index::{FileRef, Index, RecordLoc};
 use crate::log_batch::decode_items;
 use crate::metrics::Metrics;
@@ -155,13 +155,34 @@ pub(crate) fn recover(
     // in the middle of the log; drop files whose creation never finished.
     let mut last_seq: HashMap<Queue, u64> = HashMap::new();
     let mut append_sizes = BTreeMap::new();
+    let mut dir_changed = false;
     for &id in &ids {
         let path = dir.join(id.file_name());
         let Some((end, scan_end)) = ends.remove(&id) else {
             fs.remove(&path).map_err(Error::io("remove", &path))?;
             report.unfinished_files.push(path);
+            dir_changed = true;
             continue;
         };
+        if end == 0 {
+            // TolerateAnyCorruption and an unreadable file header: keep the bytes
+            // for inspection under another name, and put an empty file in the
+            // sequence's place so that the next open finds no hole.
+            let kept = dir.join(format!("{}.damaged", id.file_name()));
+            fs.rename(&path, &kept).map_err(Error::io("rename", &path))?;
+            let file = fs.create(&path).map_err(Error::io("create", &path))?;
+            let mut head = encode_file_header(id).to_vec();
+            head.extend_from_slice(&crate::format::END_MARKER);
+            file.write_at(0, &head).map_err(Error::io("write", &path))?;
+            file.sync_all().map_err(Error::io("sync", &path))?;
+            dir_changed = true;
+            if id.queue == Queue::Append {
+                append_sizes.insert(id.seq, FILE_HEADER_LEN as u64);
+            }
+            last_seq.insert(id.queue, id.seq);
+            files.insert(id, file);
+            continue;
+        }
         let writable = matches!(scan_end, ScanEnd::Damaged { .. });
         let file = fs.open(&path, writable).map_err(Error::io("open", &path))?;
         if writable {
@@ -174,7 +195,7 @@ pub(crate) fn recover(
         last_seq.insert(id.queue, id.seq);
         files.insert(id, file);
     }
-    if !report.unfinished_files.is_empty() {
+    if dir_changed {
         fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
     }
 
@@ -269,6 +290,18 @@ fn apply_file(
     }
     let scan = match replay.scan {
         Ok(scan) if scan.id == id => scan,
+        Err(Error::Corruption { offset, reason, .. })
+            if config.recovery_mode == RecoveryMode::TolerateAnyCorruption =>
+        {
+            // Nothing in the file can be trusted: index none of it, keep it for
+            // inspection until purge removes it.
+            report.damage.push(Damage {
+                path,
+                offset,
+                reason,
+            });
+            return Ok(Some((0, ScanEnd::Eof, false)));
+        }
         Ok(scan) => {
             return Err(Error::Corruption {
                 path,

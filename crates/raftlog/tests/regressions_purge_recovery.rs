@@ -33,7 +33,7 @@ fn rewrite_queue_compaction_loses_split_runs() {
         let mut b = LogBatch::new();
         b.add_entries(2, i, &[vec![i as u8; 1000]]);
         engine.write(&mut b, false).unwrap();
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             engine.compact_to(2, i - 10).unwrap();
             engine.purge().unwrap();
         }
@@ -111,7 +111,7 @@ fn reopen_replays_rewrite_queue_after_append_queue() {
         let mut b = LogBatch::new();
         b.add_entries(2, i, &[vec![i as u8; 1000]]);
         engine.write(&mut b, false).unwrap();
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             engine.compact_to(2, i - 10).unwrap();
             engine.purge().unwrap();
         }
@@ -146,7 +146,7 @@ fn entry_after_rewrite_pins_append_files_forever() {
             let mut b = LogBatch::new();
             b.add_entries(2, i, &[vec![i as u8; 1000]]);
             engine.write(&mut b, false).unwrap();
-            if i % 100 == 0 {
+            if i.is_multiple_of(100) {
                 engine.compact_to(2, i - 10).unwrap();
                 engine.purge().unwrap();
             }
@@ -189,7 +189,7 @@ fn failed_rewrite_file_removal_resurrects_deleted_key() {
             let mut b = LogBatch::new();
             b.add_entries(2, i, &[vec![i as u8; 1000]]);
             engine.write(&mut b, false).unwrap();
-            if i % 100 == 0 {
+            if i.is_multiple_of(100) {
                 engine.compact_to(2, i - 10).unwrap();
                 let _ = engine.purge();
             }

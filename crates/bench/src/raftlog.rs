@@ -1,0 +1,403 @@
+//! `strata-bench raftlog`: the multi-group raft log workload against every
+//! engine compiled in, side by side in one run.
+//!
+//! The defaults are the workload TiKV puts on its raft log: 1,000 groups, 16
+//! groups per batch, one 1 KiB entry and a 64-byte state put per group, sync,
+//! compaction to the last 32 entries, a purge every 2 s, and writers that each
+//! own their groups. Every engine runs with its own default configuration.
+//!
+//! Measured per run: write latency around each write call (in the bench, so
+//! every engine is measured the same way), writes/s and payload MB/s, the
+//! bytes the process sent to the device over the payload (`/proc/self/io`),
+//! fsyncs (the engine's count), peak RSS and CPU seconds. With `--runs R`
+//! the report gives the median of the R runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::engines::{EngineKind, EngineOptions};
+use crate::error::BenchError;
+use crate::proc_stats::{peak_rss_bytes, reset_peak_rss, ProcSample};
+use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, Table};
+use crate::runner::{self, Stop, WorkloadSpec};
+use crate::units::{fmt_bytes, parse_bytes, MB};
+use crate::workload::EntrySizes;
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// Arguments of `raftlog`.
+#[derive(Debug, clap::Args)]
+pub struct RaftlogArgs {
+    /// Engines to run (default: every engine compiled in).
+    #[arg(long = "engine", value_enum)]
+    engines: Vec<EngineKind>,
+    /// Raft groups.
+    #[arg(long, default_value_t = 1000)]
+    groups: u64,
+    /// Groups each batch appends to.
+    #[arg(long, default_value_t = 16)]
+    groups_per_batch: usize,
+    /// Entries appended to each group of a batch.
+    #[arg(long, default_value_t = 1)]
+    entries_per_group: usize,
+    /// Bytes of each entry.
+    #[arg(long, default_value = "1024", value_parser = parse_bytes)]
+    entry_bytes: u64,
+    /// Entry lengths spread evenly over min:max bytes instead.
+    #[arg(long, conflicts_with = "entry_bytes")]
+    entry_bytes_dist: Option<EntrySizes>,
+    /// Writer threads, each owning groups/writers groups.
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+    /// Sync every write (the default).
+    #[arg(long, overrides_with = "no_sync")]
+    sync: bool,
+    /// Do not sync writes.
+    #[arg(long, overrides_with = "sync")]
+    no_sync: bool,
+    /// Entries each group keeps after a compaction (0: never compact).
+    #[arg(long, default_value_t = 32)]
+    compact_lag: u64,
+    /// Milliseconds between purges (0: never purge).
+    #[arg(long, default_value_t = 2000)]
+    purge_interval_ms: u64,
+    /// How long each run writes.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Write this much payload per run instead of writing for --seconds.
+    #[arg(long, value_parser = parse_bytes, conflicts_with = "seconds")]
+    total_bytes: Option<u64>,
+    /// Batch compression.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    compression: OnOff,
+    /// Log file size (default: each engine's own).
+    #[arg(long, value_parser = parse_bytes)]
+    target_file_bytes: Option<u64>,
+    /// Log size above which purge rewrites lagging data (default: each engine's own).
+    #[arg(long, value_parser = parse_bytes)]
+    purge_threshold_bytes: Option<u64>,
+    /// Purged files kept for reuse (default: each engine's own).
+    #[arg(long)]
+    recycle_files_max: Option<usize>,
+    /// Parent directory; each engine gets a subdirectory, wiped before each run.
+    #[arg(long, default_value = "./strata-data/raftlog")]
+    dir: PathBuf,
+    /// Print one JSON object per run (and one for the median) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Runs per engine; the report gives the median.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+}
+
+/// The workload's parameters, echoed into every JSON record.
+#[derive(Debug, Clone, Serialize)]
+struct WorkloadEcho {
+    groups: u64,
+    groups_per_batch: usize,
+    entries_per_group: usize,
+    entry_bytes_min: usize,
+    entry_bytes_max: usize,
+    writers: usize,
+    sync: bool,
+    compact_lag: u64,
+    purge_interval_ms: u64,
+    compression: bool,
+    stop: String,
+}
+
+/// One run's results (or the median of several).
+#[derive(Debug, Clone, Serialize)]
+struct RunRecord {
+    /// "run" or "median".
+    kind: &'static str,
+    engine: &'static str,
+    /// 1-based run number; 0 for the median.
+    run: usize,
+    runs: usize,
+    workload: WorkloadEcho,
+    seconds: f64,
+    writes: u64,
+    entries: u64,
+    payload_bytes: u64,
+    writes_per_sec: f64,
+    payload_mb_per_sec: f64,
+    latency_us_p50: u64,
+    latency_us_p99: u64,
+    latency_us_p999: u64,
+    latency_us_max: u64,
+    fsyncs: Option<u64>,
+    fsyncs_per_write: Option<f64>,
+    device_write_bytes: Option<u64>,
+    device_write_amplification: Option<f64>,
+    engine_write_amplification: Option<f64>,
+    peak_rss_bytes: Option<u64>,
+    cpu_seconds: Option<f64>,
+    purges: u64,
+    files_purged: u64,
+    entries_rewritten: u64,
+}
+
+/// Runs the workload against each engine `--runs` times.
+pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
+    let sizes = args
+        .entry_bytes_dist
+        .unwrap_or(EntrySizes::Fixed(args.entry_bytes as usize));
+    let stop = match args.total_bytes {
+        Some(bytes) => Stop::PayloadBytes(bytes),
+        None if args.seconds > 0.0 && args.seconds.is_finite() => {
+            Stop::After(Duration::from_secs_f64(args.seconds))
+        }
+        None => return Err(BenchError::Usage("--seconds must be above 0".into())),
+    };
+    let spec = WorkloadSpec {
+        groups: args.groups,
+        groups_per_batch: args.groups_per_batch,
+        entries_per_group: args.entries_per_group,
+        sizes,
+        writers: args.writers,
+        sync: !args.no_sync,
+        compact_lag: args.compact_lag,
+        purge_interval: (args.purge_interval_ms > 0)
+            .then(|| Duration::from_millis(args.purge_interval_ms)),
+        stop,
+        progress: !args.json,
+    };
+    spec.validate()?;
+    if args.runs == 0 {
+        return Err(BenchError::Usage("--runs must be at least 1".into()));
+    }
+    let options = EngineOptions {
+        compression: args.compression == OnOff::On,
+        target_file_bytes: args.target_file_bytes,
+        purge_threshold_bytes: args.purge_threshold_bytes,
+        recycle_files_max: args.recycle_files_max,
+    };
+    let echo = WorkloadEcho {
+        groups: spec.groups,
+        groups_per_batch: spec.effective_groups_per_batch(),
+        entries_per_group: spec.entries_per_group,
+        entry_bytes_min: match sizes {
+            EntrySizes::Fixed(n) | EntrySizes::Uniform { min: n, .. } => n,
+        },
+        entry_bytes_max: match sizes {
+            EntrySizes::Fixed(n) | EntrySizes::Uniform { max: n, .. } => n,
+        },
+        writers: spec.writers,
+        sync: spec.sync,
+        compact_lag: spec.compact_lag,
+        purge_interval_ms: args.purge_interval_ms,
+        compression: options.compression,
+        stop: match stop {
+            Stop::After(d) => format!("{:.1} s", d.as_secs_f64()),
+            Stop::PayloadBytes(n) => fmt_bytes(n),
+            Stop::Batches(n) => format!("{n} batches"),
+        },
+    };
+    let engines = if args.engines.is_empty() {
+        EngineKind::all()
+    } else {
+        args.engines.clone()
+    };
+    if !args.json {
+        print_intro(&echo);
+    }
+
+    let mut medians = Vec::new();
+    for &kind in &engines {
+        let mut records = Vec::with_capacity(args.runs);
+        for run in 1..=args.runs {
+            let record = run_once(kind, &spec, &options, &args.dir, &echo, run, args.runs)?;
+            if args.json {
+                print_json(&record);
+            } else {
+                println!(
+                    "{} run {run}/{}: {} writes/s, {} MB/s, p99 {} us",
+                    kind.name(),
+                    args.runs,
+                    fmt_rate(record.writes_per_sec),
+                    fmt_rate(record.payload_mb_per_sec),
+                    fmt_count(record.latency_us_p99)
+                );
+            }
+            records.push(record);
+        }
+        let m = median_record(&records);
+        if args.json && args.runs > 1 {
+            print_json(&m);
+        }
+        medians.push(m);
+    }
+    if !args.json {
+        println!();
+        print!("{}", table(&medians, args.runs).render());
+    }
+    Ok(())
+}
+
+fn print_intro(echo: &WorkloadEcho) {
+    println!(
+        "raftlog workload: {} groups, {} writers, {} groups x {} entries of {} (+ 64 B state) per batch, {}, \
+         compact to last {}, purge every {} ms, compression {}, {} per run",
+        echo.groups,
+        echo.writers,
+        echo.groups_per_batch,
+        echo.entries_per_group,
+        if echo.entry_bytes_min == echo.entry_bytes_max {
+            format!("{} B", echo.entry_bytes_min)
+        } else {
+            format!("{}..={} B", echo.entry_bytes_min, echo.entry_bytes_max)
+        },
+        if echo.sync { "sync" } else { "no sync" },
+        echo.compact_lag,
+        echo.purge_interval_ms,
+        if echo.compression { "on" } else { "off" },
+        echo.stop
+    );
+}
+
+fn run_once(
+    kind: EngineKind,
+    spec: &WorkloadSpec,
+    options: &EngineOptions,
+    parent: &std::path::Path,
+    echo: &WorkloadEcho,
+    run: usize,
+    runs: usize,
+) -> Result<RunRecord, BenchError> {
+    let dir = parent.join(kind.name());
+    kind.wipe(&dir)?;
+    reset_peak_rss();
+    let before = ProcSample::now();
+    let engine = kind.open(&dir, options)?;
+    let outcome = runner::run(engine.as_ref(), spec)?;
+    let stats = engine.stats();
+    engine.close()?;
+    let used = ProcSample::now().since(&before);
+    kind.wipe(&dir)?;
+
+    let secs = outcome.duration.as_secs_f64().max(1e-9);
+    let payload = outcome.payload_bytes.max(1) as f64;
+    let h = &outcome.latency_us;
+    Ok(RunRecord {
+        kind: "run",
+        engine: kind.name(),
+        run,
+        runs,
+        workload: echo.clone(),
+        seconds: outcome.duration.as_secs_f64(),
+        writes: outcome.batches,
+        entries: outcome.entries,
+        payload_bytes: outcome.payload_bytes,
+        writes_per_sec: outcome.batches as f64 / secs,
+        payload_mb_per_sec: outcome.payload_bytes as f64 / MB / secs,
+        latency_us_p50: h.value_at_quantile(0.5),
+        latency_us_p99: h.value_at_quantile(0.99),
+        latency_us_p999: h.value_at_quantile(0.999),
+        latency_us_max: h.max(),
+        fsyncs: stats.fsyncs,
+        fsyncs_per_write: stats
+            .fsyncs
+            .map(|f| f as f64 / outcome.batches.max(1) as f64),
+        device_write_bytes: used.write_bytes,
+        device_write_amplification: used.write_bytes.map(|b| b as f64 / payload),
+        engine_write_amplification: stats.bytes_written.map(|b| b as f64 / payload),
+        peak_rss_bytes: peak_rss_bytes(),
+        cpu_seconds: used.cpu_seconds,
+        purges: outcome.purge.calls,
+        files_purged: outcome.purge.files_purged,
+        entries_rewritten: outcome.purge.entries_rewritten,
+    })
+}
+
+/// Returns the record whose every field is the median of that field over
+/// `records`.
+fn median_record(records: &[RunRecord]) -> RunRecord {
+    if records.len() == 1 {
+        return records[0].clone();
+    }
+    let f =
+        |get: &dyn Fn(&RunRecord) -> f64| median(records.iter().map(get).collect()).unwrap_or(0.0);
+    let u = |get: &dyn Fn(&RunRecord) -> u64| f(&|r| get(r) as f64).round() as u64;
+    let of =
+        |get: &dyn Fn(&RunRecord) -> Option<f64>| median(records.iter().filter_map(get).collect());
+    let ou = |get: &dyn Fn(&RunRecord) -> Option<u64>| {
+        of(&|r| get(r).map(|v| v as f64)).map(|v| v.round() as u64)
+    };
+    RunRecord {
+        kind: "median",
+        engine: records[0].engine,
+        run: 0,
+        runs: records.len(),
+        workload: records[0].workload.clone(),
+        seconds: f(&|r| r.seconds),
+        writes: u(&|r| r.writes),
+        entries: u(&|r| r.entries),
+        payload_bytes: u(&|r| r.payload_bytes),
+        writes_per_sec: f(&|r| r.writes_per_sec),
+        payload_mb_per_sec: f(&|r| r.payload_mb_per_sec),
+        latency_us_p50: u(&|r| r.latency_us_p50),
+        latency_us_p99: u(&|r| r.latency_us_p99),
+        latency_us_p999: u(&|r| r.latency_us_p999),
+        latency_us_max: u(&|r| r.latency_us_max),
+        fsyncs: ou(&|r| r.fsyncs),
+        fsyncs_per_write: of(&|r| r.fsyncs_per_write),
+        device_write_bytes: ou(&|r| r.device_write_bytes),
+        device_write_amplification: of(&|r| r.device_write_amplification),
+        engine_write_amplification: of(&|r| r.engine_write_amplification),
+        peak_rss_bytes: ou(&|r| r.peak_rss_bytes),
+        cpu_seconds: of(&|r| r.cpu_seconds),
+        purges: u(&|r| r.purges),
+        files_purged: u(&|r| r.files_purged),
+        entries_rewritten: u(&|r| r.entries_rewritten),
+    }
+}
+
+/// One column per engine, one row per metric.
+fn table(records: &[RunRecord], runs: usize) -> Table {
+    let title = if runs > 1 {
+        format!("metric (median of {runs} runs)")
+    } else {
+        "metric".to_string()
+    };
+    let mut t =
+        Table::new(std::iter::once(title).chain(records.iter().map(|r| r.engine.to_string())));
+    let mut row = |name: &str, cell: &dyn Fn(&RunRecord) -> String| {
+        t.row(std::iter::once(name.to_string()).chain(records.iter().map(cell)));
+    };
+    row("writes (batches)", &|r| fmt_count(r.writes));
+    row("writes/s", &|r| fmt_rate(r.writes_per_sec));
+    row("payload MB/s", &|r| fmt_rate(r.payload_mb_per_sec));
+    row("latency p50 (us)", &|r| fmt_count(r.latency_us_p50));
+    row("latency p99 (us)", &|r| fmt_count(r.latency_us_p99));
+    row("latency p99.9 (us)", &|r| fmt_count(r.latency_us_p999));
+    row("latency max (us)", &|r| fmt_count(r.latency_us_max));
+    row("device write amp", &|r| {
+        or_na(r.device_write_amplification, |v| format!("{v:.2}"))
+    });
+    row("engine write amp", &|r| {
+        or_na(r.engine_write_amplification, |v| format!("{v:.2}"))
+    });
+    row("fsyncs", &|r| or_na(r.fsyncs, fmt_count));
+    row("fsyncs per write", &|r| {
+        or_na(r.fsyncs_per_write, |v| format!("{v:.2}"))
+    });
+    row("peak RSS", &|r| or_na(r.peak_rss_bytes, fmt_bytes));
+    row("CPU seconds", &|r| {
+        or_na(r.cpu_seconds, |v| format!("{v:.2}"))
+    });
+    row("purges / files purged", &|r| {
+        format!("{} / {}", r.purges, r.files_purged)
+    });
+    row("entries rewritten", &|r| fmt_count(r.entries_rewritten));
+    t
+}
