@@ -32,6 +32,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Takes the next `n` bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
             return Err(DecodeError::Truncated {
@@ -45,6 +46,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Takes a varint length followed by that many bytes.
+    #[inline]
     pub fn length_prefixed(&mut self) -> Result<&'a [u8], DecodeError> {
         let start = self.pos;
         let len = self.varint()?;
@@ -57,23 +59,27 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads one byte.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.bytes(1)?[0])
     }
 
     /// Reads a little-endian `u16`.
+    #[inline]
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
         let b = self.bytes(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }
 
     /// Reads a little-endian `u32`.
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
         let b = self.bytes(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// Reads a little-endian `u64`.
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.bytes(8)?;
         let mut a = [0u8; 8];
@@ -82,6 +88,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a LEB128 varint of at most 10 bytes that fits in a `u64`.
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, DecodeError> {
         let start = self.pos;
         let mut v: u64 = 0;

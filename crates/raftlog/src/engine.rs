@@ -395,7 +395,13 @@ impl Engine {
         if let Err(e) = self.pipe.rotate(active, &self.metrics) {
             // A failed sync (of the sealed file, the new one or the directory)
             // leaves what is durable unknown.
-            if matches!(&e, Error::Io { op: "sync" | "sync dir", .. }) {
+            if matches!(
+                &e,
+                Error::Io {
+                    op: "sync" | "sync dir",
+                    ..
+                }
+            ) {
                 self.poison(&e);
             }
             return Err(e);

@@ -13,6 +13,7 @@
 //! the group-commit leader); the rewrite queue's by `rewrite` (held by purge).
 //! `files` maps every live file to a shared read handle.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -177,7 +178,7 @@ impl Pipe {
         let mut buf = vec![0u8; loc.len as usize];
         file.read_exact_at(loc.offset as u64, &mut buf)
             .map_err(Error::io("read", self.path(id)))?;
-        decode_record(&buf, id.to_u64()).map_err(|reason| Error::Corruption {
+        decode_record(buf, id.to_u64()).map_err(|reason| Error::Corruption {
             path: self.path(id),
             offset: loc.offset as u64,
             reason,
@@ -204,7 +205,10 @@ impl Pipe {
 
 /// Checks a whole record (header and stored payload) of file `file_id` and returns
 /// its payload, decompressed.
-pub(crate) fn decode_record(buf: &[u8], file_id: u64) -> std::result::Result<Vec<u8>, String> {
+pub(crate) fn decode_record(
+    mut buf: Vec<u8>,
+    file_id: u64,
+) -> std::result::Result<Vec<u8>, String> {
     let head: &[u8; RECORD_HEADER_LEN] = buf
         .get(..RECORD_HEADER_LEN)
         .and_then(|h| h.try_into().ok())
@@ -223,20 +227,28 @@ pub(crate) fn decode_record(buf: &[u8], file_id: u64) -> std::result::Result<Vec
             h.stored_len
         ));
     }
-    verify_payload(&h, stored)
+    if let Cow::Owned(raw) = verify_payload(&h, stored)? {
+        return Ok(raw);
+    }
+    // Uncompressed: the payload is the buffer past the header.
+    buf.drain(..RECORD_HEADER_LEN);
+    Ok(buf)
 }
 
-/// Checks a payload against its header and decompresses it.
-pub(crate) fn verify_payload(
+/// Checks a payload against its header and decompresses it; an uncompressed
+/// payload is returned borrowed.
+pub(crate) fn verify_payload<'a>(
     h: &RecordHeader,
-    stored: &[u8],
-) -> std::result::Result<Vec<u8>, String> {
+    stored: &'a [u8],
+) -> std::result::Result<Cow<'a, [u8]>, String> {
     if crc32c(stored) != h.payload_crc {
         return Err("payload checksum mismatch".into());
     }
     if h.codec == CODEC_LZ4 {
-        lz4_decompress(stored, h.raw_len as usize).map_err(|e| e.to_string())
+        lz4_decompress(stored, h.raw_len as usize)
+            .map(Cow::Owned)
+            .map_err(|e| e.to_string())
     } else {
-        Ok(stored.to_vec())
+        Ok(Cow::Borrowed(stored))
     }
 }

@@ -120,20 +120,7 @@ impl Engine {
         compact_rewrite_queue: bool,
         mut out: PurgeOutcome,
     ) -> Result<PurgeOutcome> {
-        // 2. Delete the old rewrite generation, now fully copied.
-        for id in &old_rewrite {
-            fail::fail_point!("raftlog::purge::remove_rewrite");
-            if let Err(e) = self.pipe.retire(*id) {
-                // The old generation's dead copies stay on disk: keep every
-                // append file that hides them until a later purge retries.
-                self.min_dirty.store(0, Ordering::SeqCst);
-                return Err(e);
-            }
-            out.files_purged += 1;
-        }
-        out.rewrite_queue_compacted = compact_rewrite_queue;
-
-        // 3. Delete the append files no group needs.
+        // 3 (decided before anything is deleted). The append files no group needs.
         let mut needed = active_seq;
         self.index.for_each(|_, g| {
             if let Some(seq) = g.oldest_append_file() {
@@ -149,6 +136,27 @@ impl Engine {
             .filter(|id| id.queue == Queue::Append && id.seq < needed && id.seq < dirty)
             .copied()
             .collect();
+        if !old_rewrite.is_empty() || !purgeable.is_empty() {
+            // The index counted unsynced writes: an unsynced overwrite, delete or
+            // compaction may be what made these files dead. Make it durable
+            // before the files go, or a crash would lose both old and new.
+            self.sync()?;
+        }
+
+        // 2. Delete the old rewrite generation, now fully copied.
+        for id in &old_rewrite {
+            fail::fail_point!("raftlog::purge::remove_rewrite");
+            if let Err(e) = self.pipe.retire(*id) {
+                // The old generation's dead copies stay on disk: keep every
+                // append file that hides them until a later purge retries.
+                self.min_dirty.store(0, Ordering::SeqCst);
+                return Err(e);
+            }
+            out.files_purged += 1;
+        }
+        out.rewrite_queue_compacted = compact_rewrite_queue;
+
+        // 3. Delete the append files no group needs, oldest first.
         for id in &purgeable {
             fail::fail_point!("raftlog::purge::remove_append");
             self.pipe.retire(*id)?;

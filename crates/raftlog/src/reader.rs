@@ -6,7 +6,7 @@ use strata_codec::DecodeError;
 use crate::format::{
     decode_file_header, FileId, HeaderCheck, RecordHeader, FILE_HEADER_LEN, RECORD_HEADER_LEN,
 };
-use crate::log_batch::decode_items;
+use crate::log_batch::{decode_items, Item};
 use crate::pipe::verify_payload;
 
 /// One valid record.
@@ -60,13 +60,47 @@ pub struct FileScan {
 
 /// Scans the bytes of a whole file. Fails only if the file header is unreadable.
 pub fn scan_file(bytes: &[u8]) -> Result<FileScan, DecodeError> {
+    let mut records = Vec::new();
+    let (id, version, valid_end, end) = scan_with(bytes, |rec, _items| {
+        records.push(ScannedRecord {
+            offset: rec.offset,
+            len: rec.len,
+            header: rec.header,
+            payload: rec.payload.to_vec(),
+        });
+    })?;
+    Ok(FileScan {
+        id,
+        version,
+        records,
+        valid_end,
+        end,
+    })
+}
+
+/// A valid record as the scan finds it: the payload is borrowed from the file's
+/// bytes when it is not compressed.
+pub(crate) struct RawRecord<'a> {
+    pub offset: u64,
+    pub len: u32,
+    pub header: RecordHeader,
+    pub payload: &'a [u8],
+}
+
+/// Scans the bytes of a whole file, calling `on_record` with each valid record
+/// and its decoded items, in order; returns the file's id, version, the end of
+/// its valid records and why the scan stopped. Fails only if the file header is
+/// unreadable.
+pub(crate) fn scan_with(
+    bytes: &[u8],
+    mut on_record: impl FnMut(RawRecord<'_>, Vec<Item<'_>>),
+) -> Result<(FileId, u16, u64, ScanEnd), DecodeError> {
     let (id, version) =
         decode_file_header(bytes.get(..FILE_HEADER_LEN).ok_or(DecodeError::Truncated {
             offset: 0,
             needed: FILE_HEADER_LEN.saturating_sub(bytes.len()),
         })?)?;
     let raw_id = id.to_u64();
-    let mut records = Vec::new();
     let mut pos = FILE_HEADER_LEN;
     let end = loop {
         let rest = &bytes[pos..];
@@ -96,24 +130,22 @@ pub fn scan_file(bytes: &[u8]) -> Result<FileScan, DecodeError> {
             Ok(p) => p,
             Err(why) => break damaged(bytes, pos, &why, raw_id),
         };
-        if let Err(e) = decode_items(&payload) {
-            break damaged(bytes, pos, &format!("undecodable items: {e}"), raw_id);
-        }
-        records.push(ScannedRecord {
-            offset: pos as u64,
-            len: total as u32,
-            header: h,
-            payload,
-        });
+        let items = match decode_items(&payload) {
+            Ok(items) => items,
+            Err(e) => break damaged(bytes, pos, &format!("undecodable items: {e}"), raw_id),
+        };
+        on_record(
+            RawRecord {
+                offset: pos as u64,
+                len: total as u32,
+                header: h,
+                payload: &payload,
+            },
+            items,
+        );
         pos += total;
     };
-    Ok(FileScan {
-        id,
-        version,
-        records,
-        valid_end: pos as u64,
-        end,
-    })
+    Ok((id, version, pos as u64, end))
 }
 
 fn damaged(bytes: &[u8], pos: usize, reason: &str, raw_id: u64) -> ScanEnd {
