@@ -65,6 +65,38 @@ pub fn peak_rss_bytes() -> Option<u64> {
     field(&text, "VmHWM:").map(|kib| kib * 1024)
 }
 
+/// Returns the resident set size now (`VmRSS`) in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    field(&text, "VmRSS:").map(|kib| kib * 1024)
+}
+
+/// Hands the allocator's free memory back to the kernel (glibc only), so that
+/// an RSS measured next counts what is allocated, not what earlier engines of
+/// the same process freed.
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointer and only walks glibc's own arenas,
+    // under glibc's own locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Writes dirty pages back, then drops the page cache (`sync`, then 3 into
+/// `/proc/sys/vm/drop_caches`, which needs root), so that the next reads come
+/// from the device.
+pub fn drop_page_cache() -> std::io::Result<()> {
+    let status = std::process::Command::new("sync").status()?;
+    if !status.success() {
+        return Err(std::io::Error::other(format!("sync exited with {status}")));
+    }
+    std::fs::write(DROP_CACHES, "3")
+}
+
+/// The kernel knob [`drop_page_cache`] writes.
+pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
 /// Resets the peak resident set size to the current one (Linux 4.0+), so that
 /// each run of a multi-run bench reports its own peak. Returns false where the
 /// kernel does not allow it; the peak then covers every run so far.

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::engines::{EngineKind, EngineOptions};
 use crate::error::BenchError;
 use crate::proc_stats::{peak_rss_bytes, reset_peak_rss, ProcSample};
-use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, Table};
+use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, RatioOf, Table};
 use crate::runner::{self, Stop, WorkloadSpec};
 use crate::units::{fmt_bytes, parse_bytes, MB};
 use crate::workload::EntrySizes;
@@ -34,30 +34,50 @@ pub enum OnOff {
     Off,
 }
 
+/// A named workload of issue 3, so that each line of its table is one command.
+/// Explicit flags override what a preset sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// TiKV-like: 1,000 groups (64 per writer from 64 writers on), 16 groups
+    /// per batch, one 1 KiB entry and a 64-byte state put per group, sync,
+    /// compact to last - 32, purge every 2 s, 30 s.
+    A,
+    /// A with 16 KiB entries.
+    B,
+    /// One writer (unless --writers says otherwise), 256 groups per batch,
+    /// 1 KiB entries, as TiKV's async store writer batches.
+    C,
+}
+
 /// Arguments of `raftlog`.
 #[derive(Debug, clap::Args)]
 pub struct RaftlogArgs {
-    /// Engines to run (default: every engine compiled in).
-    #[arg(long = "engine", value_enum)]
+    /// Engines to run, in this order, comma-separated (default: every engine
+    /// compiled in). Peers need a build with `--features peers`.
+    #[arg(long = "engines", alias = "engine", value_enum, value_delimiter = ',')]
     engines: Vec<EngineKind>,
-    /// Raft groups.
-    #[arg(long, default_value_t = 1000)]
-    groups: u64,
-    /// Groups each batch appends to.
-    #[arg(long, default_value_t = 16)]
-    groups_per_batch: usize,
+    /// A workload of issue 3 (A, B or C); the flags below override it.
+    #[arg(long, value_enum, ignore_case = true)]
+    preset: Option<Preset>,
+    /// Raft groups [default: 1000; presets A and B: 64 per writer from 64
+    /// writers on].
+    #[arg(long)]
+    groups: Option<u64>,
+    /// Groups each batch appends to [default: 16; preset C: 256].
+    #[arg(long)]
+    groups_per_batch: Option<usize>,
     /// Entries appended to each group of a batch.
     #[arg(long, default_value_t = 1)]
     entries_per_group: usize,
-    /// Bytes of each entry.
-    #[arg(long, default_value = "1024", value_parser = parse_bytes)]
-    entry_bytes: u64,
+    /// Bytes of each entry [default: 1024; preset B: 16K].
+    #[arg(long, value_parser = parse_bytes)]
+    entry_bytes: Option<u64>,
     /// Entry lengths spread evenly over min:max bytes instead.
     #[arg(long, conflicts_with = "entry_bytes")]
     entry_bytes_dist: Option<EntrySizes>,
-    /// Writer threads, each owning groups/writers groups.
-    #[arg(long, default_value_t = 4)]
-    writers: usize,
+    /// Writer threads, each owning groups/writers groups [default: 4; preset C: 1].
+    #[arg(long)]
+    writers: Option<usize>,
     /// Sync every write (the default).
     #[arg(long, overrides_with = "no_sync")]
     sync: bool,
@@ -70,9 +90,9 @@ pub struct RaftlogArgs {
     /// Milliseconds between purges (0: never purge).
     #[arg(long, default_value_t = 2000)]
     purge_interval_ms: u64,
-    /// How long each run writes.
-    #[arg(long, default_value_t = 10.0)]
-    seconds: f64,
+    /// How long each run writes [default: 10; with a preset: 30].
+    #[arg(long)]
+    seconds: Option<f64>,
     /// Write this much payload per run instead of writing for --seconds.
     #[arg(long, value_parser = parse_bytes, conflicts_with = "seconds")]
     total_bytes: Option<u64>,
@@ -99,9 +119,58 @@ pub struct RaftlogArgs {
     runs: usize,
 }
 
+/// The shape-defining settings once preset and flags are combined.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Resolved {
+    groups: u64,
+    groups_per_batch: usize,
+    entry_bytes: u64,
+    writers: usize,
+    seconds: f64,
+}
+
+/// Writers from which presets A and B give each writer 64 groups of its own,
+/// as issue 3 asks (4,096 groups at 64 writers).
+const MANY_WRITERS: usize = 64;
+/// Groups each writer owns from [`MANY_WRITERS`] on.
+const GROUPS_PER_MANY_WRITER: u64 = 64;
+
+impl RaftlogArgs {
+    /// Combines the preset with the flags given: a flag always wins.
+    fn resolve(&self) -> Resolved {
+        let p = self.preset;
+        let writers = self
+            .writers
+            .unwrap_or(if p == Some(Preset::C) { 1 } else { 4 });
+        let many = matches!(p, Some(Preset::A | Preset::B)) && writers >= MANY_WRITERS;
+        Resolved {
+            groups: self.groups.unwrap_or(if many {
+                GROUPS_PER_MANY_WRITER * writers as u64
+            } else {
+                1000
+            }),
+            groups_per_batch: self.groups_per_batch.unwrap_or(if p == Some(Preset::C) {
+                256
+            } else {
+                16
+            }),
+            entry_bytes: self.entry_bytes.unwrap_or(if p == Some(Preset::B) {
+                16 << 10
+            } else {
+                1024
+            }),
+            writers,
+            seconds: self
+                .seconds
+                .unwrap_or(if p.is_some() { 30.0 } else { 10.0 }),
+        }
+    }
+}
+
 /// The workload's parameters, echoed into every JSON record.
 #[derive(Debug, Clone, Serialize)]
 struct WorkloadEcho {
+    preset: Option<String>,
     groups: u64,
     groups_per_batch: usize,
     entries_per_group: usize,
@@ -149,22 +218,29 @@ struct RunRecord {
 
 /// Runs the workload against each engine `--runs` times.
 pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
+    let engines = if args.engines.is_empty() {
+        EngineKind::all()
+    } else {
+        args.engines.clone()
+    };
+    EngineKind::check_built(&engines)?;
+    let r = args.resolve();
     let sizes = args
         .entry_bytes_dist
-        .unwrap_or(EntrySizes::Fixed(args.entry_bytes as usize));
+        .unwrap_or(EntrySizes::Fixed(r.entry_bytes as usize));
     let stop = match args.total_bytes {
         Some(bytes) => Stop::PayloadBytes(bytes),
-        None if args.seconds > 0.0 && args.seconds.is_finite() => {
-            Stop::After(Duration::from_secs_f64(args.seconds))
+        None if r.seconds > 0.0 && r.seconds.is_finite() => {
+            Stop::After(Duration::from_secs_f64(r.seconds))
         }
         None => return Err(BenchError::Usage("--seconds must be above 0".into())),
     };
     let spec = WorkloadSpec {
-        groups: args.groups,
-        groups_per_batch: args.groups_per_batch,
+        groups: r.groups,
+        groups_per_batch: r.groups_per_batch,
         entries_per_group: args.entries_per_group,
         sizes,
-        writers: args.writers,
+        writers: r.writers,
         sync: !args.no_sync,
         compact_lag: args.compact_lag,
         purge_interval: (args.purge_interval_ms > 0)
@@ -183,6 +259,7 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         recycle_files_max: args.recycle_files_max,
     };
     let echo = WorkloadEcho {
+        preset: args.preset.map(|p| format!("{p:?}")),
         groups: spec.groups,
         groups_per_batch: spec.effective_groups_per_batch(),
         entries_per_group: spec.entries_per_group,
@@ -203,12 +280,10 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
             Stop::Batches(n) => format!("{n} batches"),
         },
     };
-    let engines = if args.engines.is_empty() {
-        EngineKind::all()
-    } else {
-        args.engines.clone()
-    };
     if !args.json {
+        if let Some(p) = args.preset {
+            println!("preset {p:?} (issue 3, workload {p:?})");
+        }
         print_intro(&echo);
     }
 
@@ -362,42 +437,173 @@ fn median_record(records: &[RunRecord]) -> RunRecord {
     }
 }
 
-/// One column per engine, one row per metric.
+/// One column per engine, one row per metric; then, when Strata ran beside
+/// peers, one `strata/<peer>` column per peer on the rows where a ratio means
+/// something (above 1 is Strata higher: better for rates, worse for latency
+/// and write amplification).
 fn table(records: &[RunRecord], runs: usize) -> Table {
     let title = if runs > 1 {
         format!("metric (median of {runs} runs)")
     } else {
         "metric".to_string()
     };
-    let mut t =
-        Table::new(std::iter::once(title).chain(records.iter().map(|r| r.engine.to_string())));
-    let mut row = |name: &str, cell: &dyn Fn(&RunRecord) -> String| {
-        t.row(std::iter::once(name.to_string()).chain(records.iter().map(cell)));
+    let strata = records
+        .iter()
+        .find(|r| r.engine == EngineKind::Strata.name());
+    let peers: Vec<&RunRecord> = match strata {
+        Some(_) => records
+            .iter()
+            .filter(|r| r.engine != EngineKind::Strata.name())
+            .collect(),
+        None => Vec::new(),
     };
-    row("writes (batches)", &|r| fmt_count(r.writes));
-    row("writes/s", &|r| fmt_rate(r.writes_per_sec));
-    row("payload MB/s", &|r| fmt_rate(r.payload_mb_per_sec));
-    row("latency p50 (us)", &|r| fmt_count(r.latency_us_p50));
-    row("latency p99 (us)", &|r| fmt_count(r.latency_us_p99));
-    row("latency p99.9 (us)", &|r| fmt_count(r.latency_us_p999));
-    row("latency max (us)", &|r| fmt_count(r.latency_us_max));
-    row("device write amp", &|r| {
-        or_na(r.device_write_amplification, |v| format!("{v:.2}"))
-    });
-    row("engine write amp", &|r| {
-        or_na(r.engine_write_amplification, |v| format!("{v:.2}"))
-    });
-    row("fsyncs", &|r| or_na(r.fsyncs, fmt_count));
-    row("fsyncs per write", &|r| {
-        or_na(r.fsyncs_per_write, |v| format!("{v:.2}"))
-    });
-    row("peak RSS", &|r| or_na(r.peak_rss_bytes, fmt_bytes));
-    row("CPU seconds", &|r| {
-        or_na(r.cpu_seconds, |v| format!("{v:.2}"))
-    });
-    row("purges / files purged", &|r| {
-        format!("{} / {}", r.purges, r.files_purged)
-    });
-    row("entries rewritten", &|r| fmt_count(r.entries_rewritten));
+    let mut t = Table::new(
+        std::iter::once(title)
+            .chain(records.iter().map(|r| r.engine.to_string()))
+            .chain(peers.iter().map(|p| format!("strata/{}", p.engine))),
+    );
+    let mut row = |name: &str, cell: &dyn Fn(&RunRecord) -> String, ratio: RatioOf<RunRecord>| {
+        let ratios = peers.iter().map(|p| {
+            let (Some(s), Some(f)) = (strata, ratio) else {
+                return String::new();
+            };
+            match (f(s), f(p)) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+                _ => "n/a".to_string(),
+            }
+        });
+        t.row(
+            std::iter::once(name.to_string())
+                .chain(records.iter().map(cell))
+                .chain(ratios),
+        );
+    };
+    row("writes (batches)", &|r| fmt_count(r.writes), None);
+    row(
+        "writes/s",
+        &|r| fmt_rate(r.writes_per_sec),
+        Some(&|r| Some(r.writes_per_sec)),
+    );
+    row(
+        "payload MB/s",
+        &|r| fmt_rate(r.payload_mb_per_sec),
+        Some(&|r| Some(r.payload_mb_per_sec)),
+    );
+    row(
+        "latency p50 (us)",
+        &|r| fmt_count(r.latency_us_p50),
+        Some(&|r| Some(r.latency_us_p50 as f64)),
+    );
+    row(
+        "latency p99 (us)",
+        &|r| fmt_count(r.latency_us_p99),
+        Some(&|r| Some(r.latency_us_p99 as f64)),
+    );
+    row(
+        "latency p99.9 (us)",
+        &|r| fmt_count(r.latency_us_p999),
+        Some(&|r| Some(r.latency_us_p999 as f64)),
+    );
+    row("latency max (us)", &|r| fmt_count(r.latency_us_max), None);
+    row(
+        "device write amp",
+        &|r| or_na(r.device_write_amplification, |v| format!("{v:.2}")),
+        Some(&|r| r.device_write_amplification),
+    );
+    row(
+        "engine write amp",
+        &|r| or_na(r.engine_write_amplification, |v| format!("{v:.2}")),
+        Some(&|r| r.engine_write_amplification),
+    );
+    row("fsyncs", &|r| or_na(r.fsyncs, fmt_count), None);
+    row(
+        "fsyncs per write",
+        &|r| or_na(r.fsyncs_per_write, |v| format!("{v:.2}")),
+        None,
+    );
+    row("peak RSS", &|r| or_na(r.peak_rss_bytes, fmt_bytes), None);
+    row(
+        "CPU seconds",
+        &|r| or_na(r.cpu_seconds, |v| format!("{v:.2}")),
+        None,
+    );
+    row(
+        "purges / files purged",
+        &|r| format!("{} / {}", r.purges, r.files_purged),
+        None,
+    );
+    row(
+        "entries rewritten",
+        &|r| fmt_count(r.entries_rewritten),
+        None,
+    );
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RaftlogArgs,
+    }
+
+    fn resolve(flags: &[&str]) -> Resolved {
+        let cli = Cli::try_parse_from(std::iter::once("raftlog").chain(flags.iter().copied()))
+            .expect("flags parse");
+        cli.args.resolve()
+    }
+
+    #[test]
+    fn presets_set_issue_3_workloads_and_flags_override_them() {
+        let plain = resolve(&[]);
+        assert_eq!(
+            (
+                plain.groups,
+                plain.groups_per_batch,
+                plain.entry_bytes,
+                plain.writers
+            ),
+            (1000, 16, 1024, 4)
+        );
+        assert_eq!(plain.seconds, 10.0);
+        let a = resolve(&["--preset", "A", "--writers", "4"]);
+        assert_eq!((a.groups, a.entry_bytes, a.seconds), (1000, 1024, 30.0));
+        // At 64 writers each writer owns 64 groups.
+        assert_eq!(resolve(&["--preset", "a", "--writers", "64"]).groups, 4096);
+        assert_eq!(resolve(&["--preset", "B", "--writers", "64"]).groups, 4096);
+        assert_eq!(resolve(&["--writers", "64"]).groups, 1000);
+        assert_eq!(resolve(&["--preset", "B"]).entry_bytes, 16 << 10);
+        let c = resolve(&["--preset", "C"]);
+        assert_eq!((c.writers, c.groups_per_batch, c.groups), (1, 256, 1000));
+        let explicit = resolve(&[
+            "--preset",
+            "A",
+            "--writers",
+            "64",
+            "--groups",
+            "500",
+            "--seconds",
+            "2",
+        ]);
+        assert_eq!((explicit.groups, explicit.seconds), (500, 2.0));
+    }
+
+    #[test]
+    fn engines_take_a_comma_separated_list() {
+        let cli = Cli::try_parse_from(["raftlog", "--engines", "strata,raft-engine,rocksdb"])
+            .expect("flags parse");
+        assert_eq!(
+            cli.args.engines,
+            [
+                EngineKind::Strata,
+                EngineKind::RaftEngine,
+                EngineKind::Rocksdb
+            ]
+        );
+    }
 }

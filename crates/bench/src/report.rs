@@ -68,6 +68,10 @@ impl Table {
     }
 }
 
+/// How a comparison table gets the number a `strata/<peer>` ratio divides,
+/// for one row; `None` for rows without a ratio.
+pub type RatioOf<'a, T> = Option<&'a dyn Fn(&T) -> Option<f64>>;
+
 /// Prints `value` as one line of JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) {
     match serde_json::to_string(value) {

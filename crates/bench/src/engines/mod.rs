@@ -7,10 +7,19 @@
 //! [`WriteBatch`] into its own batch type, so each pays the same copy.
 //!
 //! Adding an engine: a file beside `strata.rs` implementing [`LogEngine`], a
-//! variant of [`EngineKind`] (behind its cargo feature), and an arm in
-//! [`EngineKind::open`].
+//! variant of [`EngineKind`], and arms in [`EngineKind::open`] and
+//! [`EngineKind::wipe`] (behind its cargo feature).
+//!
+//! The peers (`raft_engine.rs`, `rocksdb.rs`) compile only with the `peers`
+//! feature (or `peer-raft-engine` / `peer-rocksdb` for one of them); their [`EngineKind`] variants exist in every build, so that naming
+//! one in a build without it is a clear error rather than an unknown value.
 
+#[cfg(feature = "peer-raft-engine")]
+mod raft_engine;
+#[cfg(feature = "peer-rocksdb")]
+mod rocksdb;
 mod strata;
+mod wipe;
 
 use std::fmt;
 use std::path::Path;
@@ -26,19 +35,61 @@ pub const STATE_KEY: &[u8] = b"raft_state";
 pub enum EngineKind {
     /// Strata's raftlog.
     Strata,
+    /// TiKV's raft-engine, with its defaults (needs the `peers` feature).
+    RaftEngine,
+    /// RocksDB laid out and tuned as TiKV's raftdb (needs the `peers` feature).
+    Rocksdb,
 }
 
 impl EngineKind {
     /// Every engine compiled in, in the order reports list them.
     pub fn all() -> Vec<EngineKind> {
-        vec![EngineKind::Strata]
+        [
+            EngineKind::Strata,
+            EngineKind::RaftEngine,
+            EngineKind::Rocksdb,
+        ]
+        .into_iter()
+        .filter(|k| k.is_built())
+        .collect()
     }
 
     /// The engine's short name, used for its directory and in reports.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Strata => "strata",
+            EngineKind::RaftEngine => "raft-engine",
+            EngineKind::Rocksdb => "rocksdb",
         }
+    }
+
+    /// Returns whether this build includes the engine.
+    pub fn is_built(self) -> bool {
+        match self {
+            EngineKind::Strata => true,
+            EngineKind::RaftEngine => cfg!(feature = "peer-raft-engine"),
+            EngineKind::Rocksdb => cfg!(feature = "peer-rocksdb"),
+        }
+    }
+
+    /// Checks that this build includes every engine of `kinds`, before
+    /// anything runs.
+    pub fn check_built(kinds: &[EngineKind]) -> Result<(), EngineError> {
+        match kinds.iter().find(|k| !k.is_built()) {
+            Some(k) => Err(k.not_built()),
+            None => Ok(()),
+        }
+    }
+
+    fn not_built(self) -> EngineError {
+        EngineError::msg(
+            self.name(),
+            "open",
+            "this strata-bench was built without this peer engine; rebuild with \
+             `cargo build --release -p strata-bench --features peers` \
+             (RocksDB needs `apt-get install -y libclang-dev` first)"
+                .to_string(),
+        )
     }
 
     /// Opens (creating if needed) the engine in `dir`, recovering what is there.
@@ -49,6 +100,16 @@ impl EngineKind {
     ) -> Result<Box<dyn LogEngine>, EngineError> {
         match self {
             EngineKind::Strata => Ok(Box::new(strata::StrataEngine::open(dir, options)?)),
+            #[cfg(feature = "peer-raft-engine")]
+            EngineKind::RaftEngine => Ok(Box::new(self::raft_engine::RaftEngineLog::open(
+                dir, options,
+            )?)),
+            #[cfg(feature = "peer-rocksdb")]
+            EngineKind::Rocksdb => Ok(Box::new(self::rocksdb::RocksLog::open(dir, options)?)),
+            #[cfg(not(feature = "peer-raft-engine"))]
+            EngineKind::RaftEngine => Err(self.not_built()),
+            #[cfg(not(feature = "peer-rocksdb"))]
+            EngineKind::Rocksdb => Err(self.not_built()),
         }
     }
 
@@ -57,6 +118,14 @@ impl EngineKind {
     pub fn wipe(self, dir: &Path) -> Result<(), EngineError> {
         match self {
             EngineKind::Strata => strata::wipe(dir),
+            #[cfg(feature = "peer-raft-engine")]
+            EngineKind::RaftEngine => self::raft_engine::wipe(dir),
+            #[cfg(feature = "peer-rocksdb")]
+            EngineKind::Rocksdb => self::rocksdb::wipe(dir),
+            #[cfg(not(feature = "peer-raft-engine"))]
+            EngineKind::RaftEngine => Err(self.not_built()),
+            #[cfg(not(feature = "peer-rocksdb"))]
+            EngineKind::Rocksdb => Err(self.not_built()),
         }
     }
 }

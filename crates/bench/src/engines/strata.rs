@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use strata_fs::{DiskFs, FileSystem};
 use strata_raftlog::format::{FileId, LOCK_FILE_NAME, RECYCLE_PREFIX};
 use strata_raftlog::{Config, Engine, LogBatch};
 
+use super::wipe::wipe_dir;
 use super::{
     EngineError, EngineOptions, EngineStats, LogEngine, PurgeReport, RecoveryStats, WriteBatch,
     STATE_KEY,
@@ -151,37 +151,11 @@ impl LogEngine for StrataEngine {
     }
 }
 
-/// Removes the engine's files from `dir`. Refuses, removing nothing, if `dir`
-/// holds any file the engine does not name, so that a mistyped `--dir` never
-/// costs the user their data.
+/// Removes the engine's files from `dir`, refusing if it holds anything else.
 pub fn wipe(dir: &Path) -> Result<(), EngineError> {
-    let fs = DiskFs::new();
-    if !fs.exists(dir) {
-        return Ok(());
-    }
-    let names = fs
-        .list(dir)
-        .map_err(|e| EngineError::new(NAME, "list", format!("{}: {e}", dir.display())))?;
-    let is_ours = |name: &str| {
+    wipe_dir(NAME, dir, |name| {
         name == LOCK_FILE_NAME
             || name.starts_with(RECYCLE_PREFIX)
             || FileId::parse_file_name(name).is_some()
-    };
-    if let Some(stranger) = names.iter().find(|n| !is_ours(n)) {
-        return Err(EngineError::msg(
-            NAME,
-            "wipe",
-            format!(
-                "{} holds {stranger:?}, which raftlog did not write; \
-                 pass an empty directory or one used by an earlier run",
-                dir.display()
-            ),
-        ));
-    }
-    for name in &names {
-        let path = dir.join(name);
-        fs.remove(&path)
-            .map_err(|e| EngineError::new(NAME, "wipe", format!("{}: {e}", path.display())))?;
-    }
-    Ok(())
+    })
 }
