@@ -359,7 +359,7 @@ impl Engine {
             let items =
                 decode_items(payload.raw()).expect("a batch built by LogBatch always decodes");
             for item in &items {
-                shadows |= self.index.apply(item, loc).shadows_rewrite;
+                shadows |= self.index.apply(item, loc, false).shadows_rewrite;
             }
             offset += loc.len as u64;
         }
@@ -494,7 +494,9 @@ impl Engine {
                 let mut locs = Vec::with_capacity((end - begin).min(1024) as usize);
                 let mut i = begin;
                 while i < end {
-                    let run = g.find(i).expect("range checked above");
+                    let Some(run) = g.find(i) else {
+                        return Err(Error::Unavailable { group, index: i });
+                    };
                     let stop = end.min(run.first + run.count as u64);
                     locs.extend((i..stop).map(|j| run.entry(j)));
                     i = stop;

@@ -150,16 +150,19 @@ impl GroupIndex {
         if index < first || index > self.last_index()? {
             return None;
         }
-        // Runs are contiguous and sorted: binary search on their first index.
+        // Runs are sorted: binary search on their first index. They are
+        // contiguous except, transiently, during recovery (see `append`).
         let i = self.runs.partition_point(|r| r.first <= index) - 1;
         let run = &self.runs[i];
-        debug_assert!(index < run.end());
-        Some(run)
+        (index < run.end()).then_some(run)
     }
 
     /// Appends entries with Raft semantics: indexes at or below the last one
-    /// replace it and all after; a gap past the last index starts the log anew.
-    fn append(&mut self, run: Run) -> ApplyEffect {
+    /// replace it and all after. A gap past the last index starts the log anew,
+    /// except in `replay`: there a gap is a record purge deleted because a later
+    /// record replaced its entries, and that later record fills the hole, so
+    /// the runs before it are kept (see `close_holes`).
+    fn append(&mut self, run: Run, replay: bool) -> ApplyEffect {
         let mut effect = ApplyEffect::default();
         match self.last_index() {
             Some(last) if run.first <= last => {
@@ -177,7 +180,7 @@ impl GroupIndex {
                     }
                 }
             }
-            Some(last) if run.first > last + 1 => {
+            Some(last) if run.first > last + 1 && !replay => {
                 effect.shadows_rewrite |= self.runs.iter().any(|r| r.record.file.is_rewrite());
                 self.runs.clear();
             }
@@ -185,6 +188,20 @@ impl GroupIndex {
         }
         self.runs.push_back(run);
         effect
+    }
+
+    /// Drops the runs before the last hole, so the log is contiguous again: a
+    /// hole that recovery's replay did not fill means the log restarted there.
+    /// Returns true if anything was dropped.
+    pub fn close_holes(&mut self) -> bool {
+        let mut keep_from = 0;
+        for i in 1..self.runs.len() {
+            if self.runs[i].first != self.runs[i - 1].end() {
+                keep_from = i;
+            }
+        }
+        self.runs.drain(..keep_from);
+        keep_from > 0
     }
 
     /// Drops entries below `index`; returns how many.
@@ -280,7 +297,9 @@ impl Index {
     }
 
     /// Applies one decoded item whose record is at `record`.
-    pub fn apply(&self, item: &Item<'_>, record: RecordLoc) -> ApplyEffect {
+    /// Applies one decoded item whose record is at `record`; `replay` is true
+    /// during recovery.
+    pub fn apply(&self, item: &Item<'_>, record: RecordLoc, replay: bool) -> ApplyEffect {
         match *item {
             Item::Entries {
                 group,
@@ -289,14 +308,17 @@ impl Index {
                 body_offset,
             } => {
                 let g = self.group_or_insert(group);
-                let effect = g.write().append(Run {
-                    first: first_index,
-                    count,
-                    skip: 0,
-                    record,
-                    body_offset,
-                    item_count: count,
-                });
+                let effect = g.write().append(
+                    Run {
+                        first: first_index,
+                        count,
+                        skip: 0,
+                        record,
+                        body_offset,
+                        item_count: count,
+                    },
+                    replay,
+                );
                 effect
             }
             Item::Put { group, key, value } => {
@@ -361,6 +383,15 @@ impl Index {
         }
     }
 
+    /// Calls `f` on every group, with write access.
+    pub fn for_each_mut(&self, mut f: impl FnMut(&mut GroupIndex)) {
+        for s in self.shards.iter() {
+            for g in s.read().values() {
+                f(&mut g.write());
+            }
+        }
+    }
+
     /// Removes a group's entry if it holds nothing (after compaction and deletes).
     pub fn drop_if_empty(&self, group: u64) {
         let mut shard = self.shard(group).write();
@@ -373,6 +404,26 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl GroupIndex {
+        fn append_live(&mut self, run: Run) -> ApplyEffect {
+            self.append(run, false)
+        }
+    }
+
+    #[test]
+    fn replay_keeps_runs_across_a_hole_until_it_is_filled() {
+        let mut g = GroupIndex::default();
+        g.append(run(1, 9, 1), true);
+        g.append(run(11, 8, 3), true);
+        assert!(g.find(10).is_none());
+        g.append(run(10, 1, 4), true);
+        assert!(!g.close_holes());
+        assert_eq!((g.first_index(), g.last_index()), (Some(1), Some(10)));
+        g.append(run(20, 1, 5), true);
+        assert!(g.close_holes());
+        assert_eq!((g.first_index(), g.last_index()), (Some(20), Some(20)));
+    }
 
     fn run(first: u64, count: u32, seq: u64) -> Run {
         Run {
@@ -395,9 +446,9 @@ mod tests {
     #[test]
     fn append_truncates_conflicting_suffix() {
         let mut g = GroupIndex::default();
-        g.append(run(1, 10, 1));
-        g.append(run(11, 5, 2));
-        g.append(run(8, 2, 3));
+        g.append_live(run(1, 10, 1));
+        g.append_live(run(11, 5, 2));
+        g.append_live(run(8, 2, 3));
         assert_eq!(g.first_index(), Some(1));
         assert_eq!(g.last_index(), Some(9));
         assert_eq!(g.runs.len(), 2);
@@ -409,8 +460,8 @@ mod tests {
     #[test]
     fn gap_restarts_the_log() {
         let mut g = GroupIndex::default();
-        g.append(run(1, 3, 1));
-        g.append(run(10, 1, 2));
+        g.append_live(run(1, 3, 1));
+        g.append_live(run(10, 1, 2));
         assert_eq!(g.first_index(), Some(10));
         assert_eq!(g.entry_count(), 1);
     }
@@ -418,8 +469,8 @@ mod tests {
     #[test]
     fn compact_splits_runs() {
         let mut g = GroupIndex::default();
-        g.append(run(1, 10, 1));
-        g.append(run(11, 10, 2));
+        g.append_live(run(1, 10, 1));
+        g.append_live(run(11, 10, 2));
         assert_eq!(g.compact_to(5).0, 4);
         let r = *g.find(5).unwrap();
         assert_eq!((r.first, r.skip, r.count), (5, 4, 6));

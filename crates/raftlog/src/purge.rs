@@ -93,7 +93,7 @@ impl Engine {
         compact_rewrite_queue: bool,
         out: &mut PurgeOutcome,
     ) -> Result<()> {
-        let selected = self.select(cutoff, compact_rewrite_queue, &mut out.groups_to_compact);
+        let selected = self.select(cutoff, compact_rewrite_queue);
         if !selected.is_empty() {
             if compact_rewrite_queue {
                 // The new generation must start in a file of its own.
@@ -199,13 +199,7 @@ impl Engine {
 
     /// Picks, per group, the prefix of data to copy: data in append files below
     /// `cutoff`, and all data in the rewrite queue when it is being compacted.
-    fn select(
-        &self,
-        cutoff: Option<u64>,
-        include_rewrite: bool,
-        too_big: &mut Vec<u64>,
-    ) -> Vec<Selected> {
-        let limit = self.pipe.config.purge_rewrite_group_bytes_max;
+    fn select(&self, cutoff: Option<u64>, include_rewrite: bool) -> Vec<Selected> {
         let old = |f: FileRef| {
             if f.is_rewrite() {
                 include_rewrite
@@ -233,26 +227,6 @@ impl Engine {
             if runs.is_empty() && kvs.is_empty() {
                 return;
             }
-            // Estimate the bytes from each run's share of its record.
-            let bytes: u64 = runs
-                .iter()
-                .filter(|r| !r.record.file.is_rewrite())
-                .map(|r| r.record.len as u64 * r.count as u64 / r.item_count.max(1) as u64)
-                .sum();
-            let has_append_data = runs.iter().any(|r| !r.record.file.is_rewrite());
-            if has_append_data && bytes > limit {
-                too_big.push(group);
-                // Still carry its rewrite-queue data into the new generation.
-                let runs: Vec<Run> = runs
-                    .into_iter()
-                    .take_while(|r| r.record.file.is_rewrite())
-                    .collect();
-                let kvs: Vec<_> = kvs.into_iter().filter(|kv| kv.2.is_rewrite()).collect();
-                if !runs.is_empty() || !kvs.is_empty() {
-                    selected.push(Selected { group, runs, kvs });
-                }
-                return;
-            }
             selected.push(Selected { group, runs, kvs });
         });
         selected
@@ -270,8 +244,10 @@ impl Engine {
         let mut pending: Vec<(Selected, Vec<Vec<u8>>)> = Vec::new();
         let mut batch_bytes = 0usize;
         let mut written = Vec::new();
-        for sel in selected {
+        let limit = self.pipe.config.purge_rewrite_group_bytes_max;
+        for mut sel in selected {
             let mut entries = Vec::new();
+            let mut append_bytes = 0u64;
             for run in &sel.runs {
                 let payload = self.pipe.read_record(run.record)?;
                 for i in 0..run.count {
@@ -286,7 +262,28 @@ impl Engine {
                         offset: run.record.offset as u64,
                         reason: e.to_string(),
                     })?;
+                    if !run.record.file.is_rewrite() {
+                        append_bytes += data.len() as u64;
+                    }
                     entries.push(data.to_vec());
+                }
+            }
+            if append_bytes > limit {
+                // Too much to copy: the caller should compact the group instead.
+                // Its rewrite-queue data (a prefix) is still carried over when
+                // the rewrite queue is being compacted.
+                out.groups_to_compact.push(sel.group);
+                let keep: Vec<Run> = sel
+                    .runs
+                    .iter()
+                    .take_while(|r| r.record.file.is_rewrite())
+                    .copied()
+                    .collect();
+                entries.truncate(keep.iter().map(|r| r.count as usize).sum());
+                sel.runs = keep;
+                sel.kvs.retain(|kv| kv.2.is_rewrite());
+                if sel.runs.is_empty() && sel.kvs.is_empty() {
+                    continue;
                 }
             }
             batch_bytes += entries.iter().map(Vec::len).sum::<usize>()

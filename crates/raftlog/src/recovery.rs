@@ -248,6 +248,13 @@ pub(crate) fn recover(
         }
     });
     outcome?;
+    // A hole left after the whole replay means the log restarted there.
+    let mut holes = false;
+    index.for_each_mut(|g| holes |= g.close_holes());
+    if holes {
+        // The dropped runs may be copies in the rewrite queue.
+        min_dirty = 0;
+    }
 
     // Open handles; cut damaged tails so no later scan mistakes them for damage
     // in the middle of the log; drop files whose creation never finished.
@@ -427,7 +434,7 @@ fn apply_file(
     for &(offset, len, end) in &scan.records {
         let loc = RecordLoc { file, offset, len };
         for op in &scan.ops[start..end] {
-            shadows |= index.apply(&op.as_item(), loc).shadows_rewrite;
+            shadows |= index.apply(&op.as_item(), loc, true).shadows_rewrite;
         }
         start = end;
         report.records += 1;
