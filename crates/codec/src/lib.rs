@@ -36,3 +36,14 @@ pub enum DecodeError {
     #[error("corrupt compressed block: {0}")]
     Decompress(String),
 }
+
+impl DecodeError {
+    /// Returns an [`DecodeError::Invalid`] for `what` at `offset`.
+    pub fn invalid(what: &'static str, offset: usize, detail: impl Into<String>) -> DecodeError {
+        DecodeError::Invalid {
+            what,
+            offset,
+            detail: detail.into(),
+        }
+    }
+}

@@ -153,28 +153,37 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<(FileId, u16), DecodeError> {
     let mut r = Reader::new(bytes);
     let magic = r.bytes(8)?;
     if magic != FILE_MAGIC {
-        return Err(invalid("file magic", 0, "not a raftlog file"));
+        return Err(DecodeError::invalid("file magic", 0, "not a raftlog file"));
     }
     let version = r.u16()?;
     let queue = r.u8()?;
     if r.u8()? != 0 {
-        return Err(invalid("file header", 11, "reserved byte is not zero"));
+        return Err(DecodeError::invalid(
+            "file header",
+            11,
+            "reserved byte is not zero",
+        ));
     }
     let raw_id = r.u64()?;
     let crc = r.u32()?;
     if crc != crc32c(&bytes[..20]) {
-        return Err(invalid("file header checksum", 20, "mismatch"));
+        return Err(DecodeError::invalid("file header checksum", 20, "mismatch"));
     }
     if !SUPPORTED_VERSIONS.contains(&version) {
-        return Err(invalid(
+        return Err(DecodeError::invalid(
             "format version",
             8,
             format!("version {version} is not supported (this build reads {SUPPORTED_VERSIONS:?})"),
         ));
     }
-    let id = FileId::from_u64(raw_id).ok_or_else(|| invalid("file id", 12, "unknown queue"))?;
+    let id = FileId::from_u64(raw_id)
+        .ok_or_else(|| DecodeError::invalid("file id", 12, "unknown queue"))?;
     if id.queue as u8 != queue {
-        return Err(invalid("file id", 12, "queue byte disagrees with id"));
+        return Err(DecodeError::invalid(
+            "file id",
+            12,
+            "queue byte disagrees with id",
+        ));
     }
     Ok((id, version))
 }
@@ -264,14 +273,6 @@ impl RecordHeader {
             CODEC_NONE | CODEC_LZ4 => HeaderCheck::Valid(h),
             _ => HeaderCheck::Invalid("unknown codec"),
         }
-    }
-}
-
-fn invalid(what: &'static str, offset: usize, detail: impl Into<String>) -> DecodeError {
-    DecodeError::Invalid {
-        what,
-        offset,
-        detail: detail.into(),
     }
 }
 

@@ -185,10 +185,10 @@ pub fn decode_items(payload: &[u8]) -> Result<Vec<Item<'_>>, DecodeError> {
                 let first_index = r.varint()?;
                 let count = r.varint()?;
                 if count == 0 || count > u32::MAX as u64 {
-                    return Err(invalid("entry count", at, format!("{count}")));
+                    return Err(DecodeError::invalid("entry count", at, format!("{count}")));
                 }
                 if first_index.checked_add(count).is_none() {
-                    return Err(invalid("entry index", at, "overflows u64"));
+                    return Err(DecodeError::invalid("entry index", at, "overflows u64"));
                 }
                 let body_offset = r.position() as u32;
                 let mut total: u64 = 0;
@@ -196,7 +196,7 @@ pub fn decode_items(payload: &[u8]) -> Result<Vec<Item<'_>>, DecodeError> {
                     total += r.u32()? as u64;
                 }
                 let total = usize::try_from(total)
-                    .map_err(|_| invalid("entry lengths", at, "too large"))?;
+                    .map_err(|_| DecodeError::invalid("entry lengths", at, "too large"))?;
                 r.bytes(total)?;
                 Item::Entries {
                     group,
@@ -219,7 +219,13 @@ pub fn decode_items(payload: &[u8]) -> Result<Vec<Item<'_>>, DecodeError> {
                 index: r.varint()?,
             },
             TAG_REMOVE_GROUP => Item::RemoveGroup { group },
-            other => return Err(invalid("item tag", at, format!("unknown tag {other}"))),
+            other => {
+                return Err(DecodeError::invalid(
+                    "item tag",
+                    at,
+                    format!("unknown tag {other}"),
+                ))
+            }
         };
         items.push(item);
     }
@@ -235,7 +241,7 @@ pub fn entry_at(
     position: u32,
 ) -> Result<&[u8], DecodeError> {
     if position >= count {
-        return Err(invalid(
+        return Err(DecodeError::invalid(
             "entry position",
             body_offset as usize,
             "past the item",
@@ -266,14 +272,6 @@ pub fn entry_at(
         offset: off,
         needed: len,
     })
-}
-
-fn invalid(what: &'static str, offset: usize, detail: impl Into<String>) -> DecodeError {
-    DecodeError::Invalid {
-        what,
-        offset,
-        detail: detail.into(),
-    }
 }
 
 #[cfg(test)]
