@@ -119,8 +119,14 @@ pub fn entry(group: u64, index: u64, len: usize) -> Vec<u8> {
         let take = (random - out.len()).min(8);
         out.extend_from_slice(&word[..take]);
     }
+    // The compressible half repeats one 8-byte motif; whole words are copied at
+    // once because this runs for every entry and competes with the engines for CPU.
     let motif = mix(state ^ MOTIF_SEED).to_le_bytes();
-    out.extend((0..len - random).map(|i| motif[i % 8]));
+    let rest = len - random;
+    for _ in 0..rest / 8 {
+        out.extend_from_slice(&motif);
+    }
+    out.extend_from_slice(&motif[..rest % 8]);
     out
 }
 
