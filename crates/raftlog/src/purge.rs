@@ -59,6 +59,8 @@ impl Engine {
             source: std::io::Error::other("fail point"),
         }));
 
+        // The leader applies a group to the index before it releases the append
+        // lock, so every batch in a file older than this one is indexed.
         let active_seq = self.pipe.append.lock().id.seq;
         // 1. Choose the files to free by rewriting.
         let cutoff = self.rewrite_cutoff(active_seq);
@@ -78,7 +80,7 @@ impl Engine {
         } else {
             Vec::new()
         };
-        if let Err(e) = self.copy_out(cutoff, compact_rewrite_queue, &mut out) {
+        if let Err(e) = self.copy_out(cutoff, compact_rewrite_queue, active_seq, &mut out) {
             // Copies may sit in the rewrite queue without the index knowing them:
             // no append file may go before the rewrite queue is rewritten.
             self.min_dirty.store(0, Ordering::SeqCst);
@@ -91,6 +93,7 @@ impl Engine {
         &self,
         cutoff: Option<u64>,
         compact_rewrite_queue: bool,
+        snapshot_seq: u64,
         out: &mut PurgeOutcome,
     ) -> Result<()> {
         let selected = self.select(cutoff, compact_rewrite_queue);
@@ -106,7 +109,7 @@ impl Engine {
                 }
                 *rw = None;
             }
-            self.rewrite(selected, out)?;
+            self.rewrite(selected, snapshot_seq, out)?;
         } else if compact_rewrite_queue {
             *self.pipe.rewrite.lock() = None;
         }
@@ -233,7 +236,14 @@ impl Engine {
     }
 
     /// Copies the selected data into the rewrite queue and points the index at it.
-    fn rewrite(&self, selected: Vec<Selected>, out: &mut PurgeOutcome) -> Result<()> {
+    /// `snapshot_seq` is the active append file when the data was selected: any
+    /// write racing with the copy lands in it or a later file.
+    fn rewrite(
+        &self,
+        selected: Vec<Selected>,
+        snapshot_seq: u64,
+        out: &mut PurgeOutcome,
+    ) -> Result<()> {
         fail::fail_point!("raftlog::rewrite::start", |_| Err(Error::Io {
             op: "rewrite",
             path: self.pipe.dir.clone(),
@@ -315,16 +325,16 @@ impl Engine {
         }
         drop(rw);
         // Durable: now install the new locations where nothing newer replaced them.
-        let active_seq = self.pipe.append.lock().id.seq;
         let mut lost_race = false;
         for (sel, loc, body) in written {
             lost_race |= !self.install(&sel, loc, body);
         }
         if lost_race {
             // A concurrent write dropped or replaced data while it was being
-            // copied: the record doing so is at or after the active file seen
-            // now, and the copy must not outlive it.
-            self.min_dirty.fetch_min(active_seq, Ordering::SeqCst);
+            // copied: the record doing so is in the file that was active when
+            // the data was selected or a later one, and the copy must not
+            // outlive it.
+            self.min_dirty.fetch_min(snapshot_seq, Ordering::SeqCst);
         }
         Metrics::add(&self.metrics.rewrites, 1);
         Ok(())
