@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::engines::{EngineKind, EngineOptions};
 use crate::error::BenchError;
 use crate::proc_stats::{peak_rss_bytes, reset_peak_rss, ProcSample};
-use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, RatioOf, Table};
+use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, ratio_cells, RatioOf, Table};
 use crate::runner::{self, Stop, WorkloadSpec};
 use crate::units::{fmt_bytes, parse_bytes, MB};
 use crate::workload::EntrySizes;
@@ -463,15 +463,7 @@ fn table(records: &[RunRecord], runs: usize) -> Table {
             .chain(peers.iter().map(|p| format!("strata/{}", p.engine))),
     );
     let mut row = |name: &str, cell: &dyn Fn(&RunRecord) -> String, ratio: RatioOf<RunRecord>| {
-        let ratios = peers.iter().map(|p| {
-            let (Some(s), Some(f)) = (strata, ratio) else {
-                return String::new();
-            };
-            match (f(s), f(p)) {
-                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-                _ => "n/a".to_string(),
-            }
-        });
+        let ratios = ratio_cells(strata, &peers, ratio);
         t.row(
             std::iter::once(name.to_string())
                 .chain(records.iter().map(cell))

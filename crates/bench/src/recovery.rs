@@ -19,7 +19,9 @@ use crate::proc_stats::{
     drop_page_cache, peak_rss_bytes, release_free_heap, reset_peak_rss, rss_bytes, DROP_CACHES,
 };
 use crate::raftlog::OnOff;
-use crate::report::{fmt_count, fmt_duration, fmt_rate, median, or_na, RatioOf, Table};
+use crate::report::{
+    fmt_count, fmt_duration, fmt_rate, median, or_na, ratio_cells, RatioOf, Table,
+};
 use crate::runner::{self, Stop, WorkloadSpec};
 use crate::units::{fmt_bytes, parse_bytes};
 use crate::verify;
@@ -230,15 +232,7 @@ fn table(results: &[EngineRecovery]) -> Table {
     );
     let mut row =
         |name: &str, cell: &dyn Fn(&EngineRecovery) -> String, ratio: RatioOf<EngineRecovery>| {
-            let ratios = peers.iter().map(|p| {
-                let (Some(s), Some(f)) = (strata, ratio) else {
-                    return String::new();
-                };
-                match (f(s), f(p)) {
-                    (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-                    _ => "n/a".to_string(),
-                }
-            });
+            let ratios = ratio_cells(strata, &peers, ratio);
             t.row(
                 std::iter::once(name.to_string())
                     .chain(results.iter().map(cell))

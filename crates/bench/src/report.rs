@@ -72,6 +72,23 @@ impl Table {
 /// for one row; `None` for rows without a ratio.
 pub type RatioOf<'a, T> = Option<&'a dyn Fn(&T) -> Option<f64>>;
 
+/// Returns the `strata / peer` cells of one table row, one per peer: empty when
+/// the row has no ratio (or there is no Strata run), "n/a" when a value is missing.
+pub fn ratio_cells<T>(strata: Option<&T>, peers: &[&T], ratio: RatioOf<T>) -> Vec<String> {
+    peers
+        .iter()
+        .map(|p| {
+            let (Some(s), Some(f)) = (strata, ratio) else {
+                return String::new();
+            };
+            match (f(s), f(p)) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+                _ => "n/a".to_string(),
+            }
+        })
+        .collect()
+}
+
 /// Prints `value` as one line of JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) {
     match serde_json::to_string(value) {
