@@ -93,15 +93,32 @@ pub(crate) struct RawRecord<'a> {
 /// unreadable.
 pub(crate) fn scan_with(
     bytes: &[u8],
-    mut on_record: impl FnMut(RawRecord<'_>, Vec<Item<'_>>),
+    on_record: impl FnMut(RawRecord<'_>, Vec<Item<'_>>),
 ) -> Result<(FileId, u16, u64, ScanEnd), DecodeError> {
-    let (id, version) =
-        decode_file_header(bytes.get(..FILE_HEADER_LEN).ok_or(DecodeError::Truncated {
-            offset: 0,
-            needed: FILE_HEADER_LEN.saturating_sub(bytes.len()),
-        })?)?;
-    let raw_id = id.to_u64();
-    let mut pos = FILE_HEADER_LEN;
+    let (id, version) = decode_header_of(bytes)?;
+    let (pos, end) = scan_from(bytes, id.to_u64(), FILE_HEADER_LEN, on_record);
+    Ok((id, version, pos, end))
+}
+
+/// Decodes the file header at the start of `bytes`.
+pub(crate) fn decode_header_of(bytes: &[u8]) -> Result<(FileId, u16), DecodeError> {
+    decode_file_header(bytes.get(..FILE_HEADER_LEN).ok_or(DecodeError::Truncated {
+        offset: 0,
+        needed: FILE_HEADER_LEN.saturating_sub(bytes.len()),
+    })?)
+}
+
+/// Scans records of the file `raw_id` from `start`, a record boundary, to the
+/// end of the data; returns where the valid records end and why the scan
+/// stopped. When `bytes` is only a prefix of the file, an end at or near the
+/// end of `bytes` may just mean more bytes are needed (see `recovery.rs`).
+pub(crate) fn scan_from(
+    bytes: &[u8],
+    raw_id: u64,
+    start: usize,
+    mut on_record: impl FnMut(RawRecord<'_>, Vec<Item<'_>>),
+) -> (u64, ScanEnd) {
+    let mut pos = start;
     let end = loop {
         let rest = &bytes[pos..];
         if rest.is_empty() {
@@ -145,7 +162,7 @@ pub(crate) fn scan_with(
         );
         pos += total;
     };
-    Ok((id, version, pos as u64, end))
+    (pos as u64, end)
 }
 
 fn damaged(bytes: &[u8], pos: usize, reason: &str, raw_id: u64) -> ScanEnd {
