@@ -340,6 +340,10 @@ impl File for FaultFile {
         state.enter(Op::Truncate)?;
         self.resize_within_budget(&mut state, len, |f| f.truncate(len))
     }
+
+    fn drop_cache(&self) -> io::Result<()> {
+        self.inner.drop_cache()
+    }
 }
 
 impl FaultFile {

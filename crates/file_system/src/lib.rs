@@ -57,6 +57,17 @@ pub trait File: Send + Sync + fmt::Debug {
     /// Sets the file's length to `len`, dropping or zero-extending its tail.
     fn truncate(&self, len: u64) -> io::Result<()>;
 
+    /// Asks the OS to drop the file's clean cached pages. A hint: contents and
+    /// durability are unchanged, and a file system without a cache ignores it.
+    ///
+    /// Log engines call it before overwriting a recycled file: the page cache
+    /// keeps the file's pages in folios as large as the writes of its previous
+    /// life, and a small append into a large cached folio dirties, and writes
+    /// back, the whole folio.
+    fn drop_cache(&self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
     fn read_exact_at(&self, mut offset: u64, mut buf: &mut [u8]) -> io::Result<()> {
         while !buf.is_empty() {

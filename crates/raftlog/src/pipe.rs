@@ -82,7 +82,12 @@ impl Pipe {
                     Ok(()) => {
                         Metrics::add(&metrics.files_recycled, 1);
                         match fs.open(&path, true) {
-                            Ok(f) => f,
+                            Ok(f) => {
+                                // Best effort: a cache left in place only costs
+                                // write amplification (see `File::drop_cache`).
+                                let _ = f.drop_cache();
+                                f
+                            }
                             Err(e) => {
                                 let _ = fs.remove(&path);
                                 return Err(Error::io("open", &path)(e));
