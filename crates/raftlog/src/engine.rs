@@ -14,7 +14,6 @@
 //! Concurrency: see `write_group.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -224,7 +223,7 @@ impl Engine {
     }
 
     fn check_continuity(&self, batch: &LogBatch) -> Result<()> {
-        let mut last_in_batch: HashMap<u64, u64> = HashMap::new();
+        let mut last_in_batch: rustc_hash::FxHashMap<u64, u64> = Default::default();
         for &(group, first, count, _) in &batch.entry_runs {
             let last = match last_in_batch.get(&group) {
                 Some(l) => Some(*l),
@@ -358,9 +357,7 @@ impl Engine {
             let payload = w.request.payload.lock();
             let items =
                 decode_items(payload.raw()).expect("a batch built by LogBatch always decodes");
-            for item in &items {
-                shadows |= self.index.apply(item, loc, false).shadows_rewrite;
-            }
+            shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
             offset += loc.len as u64;
         }
         if shadows {

@@ -13,10 +13,11 @@
 //! group; a group's own `RwLock` guards its runs and keys. So a reader of one
 //! group never waits for a writer of another.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
+use rustc_hash::FxHashMap;
 
 use crate::format::{FileId, Queue, SEQ_MAX};
 use crate::log_batch::Item;
@@ -81,6 +82,18 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The run of a whole entries item.
+    pub fn new(first: u64, count: u32, record: RecordLoc, body_offset: u32) -> Run {
+        Run {
+            first,
+            count,
+            skip: 0,
+            record,
+            body_offset,
+            item_count: count,
+        }
+    }
+
     fn end(&self) -> u64 {
         self.first + self.count as u64
     }
@@ -204,6 +217,26 @@ impl GroupIndex {
         keep_from > 0
     }
 
+    /// Sets `key` to `value`, reusing the old value's buffer when the key exists
+    /// (state keys are overwritten on every write).
+    fn put(&mut self, key: &[u8], value: &[u8], file: FileRef) -> ApplyEffect {
+        if let Some(slot) = self.kvs.get_mut(key) {
+            let shadows_rewrite = slot.file.is_rewrite();
+            slot.value.clear();
+            slot.value.extend_from_slice(value);
+            slot.file = file;
+            return ApplyEffect { shadows_rewrite };
+        }
+        self.kvs.insert(
+            key.to_vec(),
+            KvSlot {
+                value: value.to_vec(),
+                file,
+            },
+        );
+        ApplyEffect::default()
+    }
+
     /// Drops entries below `index`; returns how many.
     pub fn compact_to(&mut self, index: u64) -> (u64, ApplyEffect) {
         let mut effect = ApplyEffect::default();
@@ -260,8 +293,9 @@ impl GroupIndex {
     }
 }
 
-/// One shard: the groups whose ids hash to it.
-type Shard = RwLock<HashMap<u64, Arc<RwLock<GroupIndex>>>>;
+/// One shard: the groups whose ids hash to it. Group ids are integers chosen by
+/// the caller, not by an attacker, so a fast non-keyed hash is fine.
+type Shard = RwLock<FxHashMap<u64, Arc<RwLock<GroupIndex>>>>;
 
 /// The sharded index of all groups.
 #[derive(Debug)]
@@ -274,7 +308,9 @@ const SHARDS: usize = 64;
 impl Index {
     pub fn new() -> Self {
         Index {
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| RwLock::new(FxHashMap::default()))
+                .collect(),
         }
     }
 
@@ -296,7 +332,47 @@ impl Index {
         self.shard(group).write().entry(group).or_default().clone()
     }
 
-    /// Applies one decoded item whose record is at `record`.
+    /// Applies the decoded items of one record, in order. Runs of items of one
+    /// group (a batch usually holds a group's entries and then its state) take
+    /// the group's lock once.
+    pub fn apply_record(&self, items: &[Item<'_>], record: RecordLoc, replay: bool) -> ApplyEffect {
+        let mut effect = ApplyEffect::default();
+        let mut i = 0;
+        while i < items.len() {
+            let group = match items[i] {
+                Item::Entries { group, .. } | Item::Put { group, .. } => group,
+                ref item => {
+                    effect.shadows_rewrite |= self.apply(item, record, replay).shadows_rewrite;
+                    i += 1;
+                    continue;
+                }
+            };
+            let g = self.group_or_insert(group);
+            let mut g: RwLockWriteGuard<'_, GroupIndex> = g.write();
+            while let Some(item) = items.get(i) {
+                let e = match *item {
+                    Item::Entries {
+                        group: gid,
+                        first_index,
+                        count,
+                        body_offset,
+                    } if gid == group => {
+                        g.append(Run::new(first_index, count, record, body_offset), replay)
+                    }
+                    Item::Put {
+                        group: gid,
+                        key,
+                        value,
+                    } if gid == group => g.put(key, value, record.file),
+                    _ => break,
+                };
+                effect.shadows_rewrite |= e.shadows_rewrite;
+                i += 1;
+            }
+        }
+        effect
+    }
+
     /// Applies one decoded item whose record is at `record`; `replay` is true
     /// during recovery.
     pub fn apply(&self, item: &Item<'_>, record: RecordLoc, replay: bool) -> ApplyEffect {
@@ -308,31 +384,15 @@ impl Index {
                 body_offset,
             } => {
                 let g = self.group_or_insert(group);
-                let effect = g.write().append(
-                    Run {
-                        first: first_index,
-                        count,
-                        skip: 0,
-                        record,
-                        body_offset,
-                        item_count: count,
-                    },
-                    replay,
-                );
+                let effect = g
+                    .write()
+                    .append(Run::new(first_index, count, record, body_offset), replay);
                 effect
             }
             Item::Put { group, key, value } => {
                 let g = self.group_or_insert(group);
-                let old = g.write().kvs.insert(
-                    key.to_vec(),
-                    KvSlot {
-                        value: value.to_vec(),
-                        file: record.file,
-                    },
-                );
-                ApplyEffect {
-                    shadows_rewrite: old.is_some_and(|s| s.file.is_rewrite()),
-                }
+                let effect = g.write().put(key, value, record.file);
+                effect
             }
             Item::Delete { group, key } => {
                 let Some(g) = self.group(group) else {
