@@ -41,6 +41,11 @@ pub struct Config {
     pub purge_rewrite_group_bytes_max: u64,
     /// What recovery does with damaged records. Default `tolerate_tail_corruption`.
     pub recovery_mode: RecoveryMode,
+    /// Recovery reads a sealed file's index section instead of scanning its
+    /// records, so it reads a few bytes per record; the records' checksums are
+    /// then checked when they are read, not at open. Never used in
+    /// `absolute_consistency`, which verifies every record. Default true.
+    pub recovery_reads_index_sections: bool,
     /// Threads that read files in parallel during recovery. Default 4; min 1; max 64.
     pub recovery_threads: usize,
     /// Purged files kept (renamed) for reuse as new log files, so that a new file
@@ -60,6 +65,7 @@ impl Default for Config {
             purge_threshold_bytes: 10 << 30,
             purge_rewrite_group_bytes_max: 1 << 20,
             recovery_mode: RecoveryMode::default(),
+            recovery_reads_index_sections: true,
             recovery_threads: 4,
             recycle_files_max: 16,
             preallocate: true,

@@ -358,6 +358,7 @@ impl Engine {
             let items =
                 decode_items(payload.raw()).expect("a batch built by LogBatch always decodes");
             shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
+            active.section.add_record(loc.len, &items);
             offset += loc.len as u64;
         }
         if shadows {

@@ -217,6 +217,30 @@ impl GroupIndex {
         keep_from > 0
     }
 
+    /// Applies an item to this group.
+    fn apply_local(&mut self, item: &Item<'_>, record: RecordLoc, replay: bool) -> ApplyEffect {
+        match *item {
+            Item::Entries {
+                first_index,
+                count,
+                body_offset,
+                ..
+            } => self.append(Run::new(first_index, count, record, body_offset), replay),
+            Item::Put { key, value, .. } => self.put(key, value, record.file),
+            Item::Delete { key, .. } => ApplyEffect {
+                shadows_rewrite: self.kvs.remove(key).is_some_and(|s| s.file.is_rewrite()),
+            },
+            Item::CompactTo { index, .. } => self.compact_to(index).1,
+            Item::RemoveGroup { .. } => {
+                // Emptied, the group leaves the map (see `apply_all`).
+                let shadows_rewrite = self.runs.iter().any(|r| r.record.file.is_rewrite())
+                    || self.kvs.values().any(|s| s.file.is_rewrite());
+                *self = GroupIndex::default();
+                ApplyEffect { shadows_rewrite }
+            }
+        }
+    }
+
     /// Sets `key` to `value`, reusing the old value's buffer when the key exists
     /// (state keys are overwritten on every write).
     fn put(&mut self, key: &[u8], value: &[u8], file: FileRef) -> ApplyEffect {
@@ -332,96 +356,38 @@ impl Index {
         self.shard(group).write().entry(group).or_default().clone()
     }
 
-    /// Applies the decoded items of one record, in order. Runs of items of one
-    /// group (a batch usually holds a group's entries and then its state) take
-    /// the group's lock once.
+    /// Applies the decoded items of one record, in order.
     pub fn apply_record(&self, items: &[Item<'_>], record: RecordLoc, replay: bool) -> ApplyEffect {
+        self.apply_all(items.iter().map(|item| (item.clone(), record)), replay)
+    }
+
+    /// Applies items, each with its record, in order. Consecutive items of one
+    /// group (a batch holds a group's entries, state and compaction together;
+    /// an index section lists a group's changes together) take the group's
+    /// lock once, and an emptied group leaves the map once, at the end.
+    pub fn apply_all<'a>(
+        &self,
+        items: impl IntoIterator<Item = (Item<'a>, RecordLoc)>,
+        replay: bool,
+    ) -> ApplyEffect {
         let mut effect = ApplyEffect::default();
-        let mut i = 0;
-        while i < items.len() {
-            let group = match items[i] {
-                Item::Entries { group, .. } | Item::Put { group, .. } => group,
-                ref item => {
-                    effect.shadows_rewrite |= self.apply(item, record, replay).shadows_rewrite;
-                    i += 1;
-                    continue;
-                }
-            };
+        let mut items = items.into_iter().peekable();
+        while let Some((item, record)) = items.next() {
+            let group = item.group();
             let g = self.group_or_insert(group);
-            let mut g: RwLockWriteGuard<'_, GroupIndex> = g.write();
-            while let Some(item) = items.get(i) {
-                let e = match *item {
-                    Item::Entries {
-                        group: gid,
-                        first_index,
-                        count,
-                        body_offset,
-                    } if gid == group => {
-                        g.append(Run::new(first_index, count, record, body_offset), replay)
-                    }
-                    Item::Put {
-                        group: gid,
-                        key,
-                        value,
-                    } if gid == group => g.put(key, value, record.file),
-                    _ => break,
-                };
-                effect.shadows_rewrite |= e.shadows_rewrite;
-                i += 1;
+            let mut guard: RwLockWriteGuard<'_, GroupIndex> = g.write();
+            let mut next = Some((item, record));
+            while let Some((item, record)) = next.take() {
+                effect.shadows_rewrite |= guard.apply_local(&item, record, replay).shadows_rewrite;
+                next = items.next_if(|(i, _)| i.group() == group);
+            }
+            let empty = guard.is_empty();
+            drop(guard);
+            if empty {
+                self.drop_if_empty(group);
             }
         }
         effect
-    }
-
-    /// Applies one decoded item whose record is at `record`; `replay` is true
-    /// during recovery.
-    pub fn apply(&self, item: &Item<'_>, record: RecordLoc, replay: bool) -> ApplyEffect {
-        match *item {
-            Item::Entries {
-                group,
-                first_index,
-                count,
-                body_offset,
-            } => {
-                let g = self.group_or_insert(group);
-                let effect = g
-                    .write()
-                    .append(Run::new(first_index, count, record, body_offset), replay);
-                effect
-            }
-            Item::Put { group, key, value } => {
-                let g = self.group_or_insert(group);
-                let effect = g.write().put(key, value, record.file);
-                effect
-            }
-            Item::Delete { group, key } => {
-                let Some(g) = self.group(group) else {
-                    return ApplyEffect::default();
-                };
-                let old = g.write().kvs.remove(key);
-                self.drop_if_empty(group);
-                ApplyEffect {
-                    shadows_rewrite: old.is_some_and(|s| s.file.is_rewrite()),
-                }
-            }
-            Item::CompactTo { group, index } => {
-                let Some(g) = self.group(group) else {
-                    return ApplyEffect::default();
-                };
-                let effect = g.write().compact_to(index).1;
-                self.drop_if_empty(group);
-                effect
-            }
-            Item::RemoveGroup { group } => {
-                let removed = self.shard(group).write().remove(&group);
-                let shadows_rewrite = removed.is_some_and(|g| {
-                    let g = g.read();
-                    g.runs.iter().any(|r| r.record.file.is_rewrite())
-                        || g.kvs.values().any(|s| s.file.is_rewrite())
-                });
-                ApplyEffect { shadows_rewrite }
-            }
-        }
     }
 
     /// Returns every group id, in no set order.

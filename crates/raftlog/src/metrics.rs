@@ -17,6 +17,7 @@ pub(crate) struct Metrics {
     pub compressed_batches: AtomicU64,
     pub files_rotated: AtomicU64,
     pub files_recycled: AtomicU64,
+    pub index_sections_written: AtomicU64,
     pub files_purged: AtomicU64,
     pub purges: AtomicU64,
     pub rewrites: AtomicU64,
@@ -44,6 +45,8 @@ pub struct MetricsSnapshot {
     pub files_rotated: u64,
     /// New log files made from recycled ones.
     pub files_recycled: u64,
+    /// Sealed files given an index section (see `docs/format/raftlog.md`).
+    pub index_sections_written: u64,
     /// Files deleted or recycled by purge.
     pub files_purged: u64,
     /// Calls of purge.
@@ -71,6 +74,7 @@ impl Metrics {
             compressed_batches: AtomicU64::new(0),
             files_rotated: AtomicU64::new(0),
             files_recycled: AtomicU64::new(0),
+            index_sections_written: AtomicU64::new(0),
             files_purged: AtomicU64::new(0),
             purges: AtomicU64::new(0),
             rewrites: AtomicU64::new(0),
@@ -103,6 +107,7 @@ impl Metrics {
             compressed_batches: self.compressed_batches.load(Relaxed),
             files_rotated: self.files_rotated.load(Relaxed),
             files_recycled: self.files_recycled.load(Relaxed),
+            index_sections_written: self.index_sections_written.load(Relaxed),
             files_purged: self.files_purged.load(Relaxed),
             purges: self.purges.load(Relaxed),
             rewrites: self.rewrites.load(Relaxed),

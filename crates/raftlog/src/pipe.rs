@@ -28,6 +28,7 @@ use crate::format::{
 };
 use crate::index::RecordLoc;
 use crate::metrics::Metrics;
+use crate::section::{SectionBuilder, Trailer, TRAILER_LEN};
 use crate::{Config, Error, Result};
 
 /// The file a queue is writing.
@@ -37,6 +38,40 @@ pub(crate) struct ActiveFile {
     pub file: Arc<dyn File>,
     /// Where the next record goes.
     pub offset: u64,
+    /// The index section being collected for when the file is sealed.
+    pub section: SectionBuilder,
+}
+
+impl ActiveFile {
+    /// Writes the file's index section after the end marker and the trailer at
+    /// the end of the file; the caller's sealing sync makes them durable. Best
+    /// effort: a file without them is scanned by recovery, so a failure here
+    /// (ENOSPC, say) must not stop the rotation.
+    pub fn write_index_section(&self) -> std::io::Result<()> {
+        let mut bytes = self.section.encode(self.offset);
+        let section_len = u32::try_from(bytes.len())
+            .map_err(|_| std::io::Error::other("index section over 4 GiB"))?;
+        let section_offset = self.offset + RECORD_HEADER_LEN as u64;
+        let section_end = section_offset + section_len as u64;
+        let trailer = Trailer {
+            file_id: self.id.to_u64(),
+            section_offset,
+            section_len,
+            section_crc: crc32c(&bytes),
+        }
+        .encode();
+        // The trailer ends the file, preallocated or not.
+        let trailer_at = (self.file.len()?)
+            .saturating_sub(TRAILER_LEN as u64)
+            .max(section_end);
+        if trailer_at == section_end {
+            bytes.extend_from_slice(&trailer);
+            self.file.write_at(section_offset, &bytes)
+        } else {
+            self.file.write_at(section_offset, &bytes)?;
+            self.file.write_at(trailer_at, &trailer)
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -134,6 +169,7 @@ impl Pipe {
             id,
             file,
             offset: FILE_HEADER_LEN as u64,
+            section: SectionBuilder::default(),
         })
     }
 
@@ -144,6 +180,9 @@ impl Pipe {
             path: self.path(active.id),
             source: std::io::Error::other("fail point"),
         }));
+        if active.write_index_section().is_ok() {
+            Metrics::add(&metrics.index_sections_written, 1);
+        }
         active
             .file
             .sync_data()

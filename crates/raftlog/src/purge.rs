@@ -102,6 +102,9 @@ impl Engine {
                 // The new generation must start in a file of its own.
                 let mut rw = self.pipe.rewrite.lock();
                 if let Some(active) = rw.as_mut() {
+                    if active.write_index_section().is_ok() {
+                        Metrics::add(&self.metrics.index_sections_written, 1);
+                    }
                     active
                         .file
                         .sync_data()
@@ -371,6 +374,9 @@ impl Engine {
         };
         if need_new {
             if let Some(a) = rw.as_ref() {
+                if a.write_index_section().is_ok() {
+                    Metrics::add(&self.metrics.index_sections_written, 1);
+                }
                 a.file
                     .sync_data()
                     .map_err(Error::io("sync", self.pipe.path(a.id)))?;
@@ -404,6 +410,8 @@ impl Engine {
             offset: active.offset as u32,
             len: len as u32,
         };
+        let items = decode_items(&batch.payload).expect("a batch built by LogBatch always decodes");
+        active.section.add_record(loc.len, &items);
         active.offset += len;
         out.bytes_rewritten += len;
         Metrics::add(&self.metrics.bytes_rewritten, len);

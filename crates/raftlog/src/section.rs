@@ -1,0 +1,460 @@
+//! The index section of a sealed file: what recovery needs from the file, so
+//! that recovery reads a few bytes per record instead of every record.
+//!
+//! When a file is sealed (rotation), its writer encodes every change its
+//! records made, consolidated per group, into a section placed after the end
+//! marker, and a fixed-size trailer at the very end of the file pointing at it.
+//! The records are untouched: a reader that ignores sections (`ctl`, an older
+//! build, recovery in `AbsoluteConsistency`) stops at the end marker as before.
+//!
+//! Consolidation keeps recovery's result identical to replaying the records
+//! (see `docs/raftlog.md`, "Index sections"): a group's entries and compactions
+//! stay in order; of its key-value changes only the last per key survives,
+//! since they interact with nothing but a removal of the group; a removal
+//! clears everything the file did to the group before it.
+//!
+//! Any doubt (no trailer, a trailer of another file, a checksum mismatch, an
+//! undecodable section) makes recovery scan the file's records instead.
+
+use rustc_hash::FxHashMap;
+use strata_codec::{crc32c, put_varint, DecodeError, Reader};
+
+use crate::format::{
+    FILE_HEADER_LEN, RECORD_HEADER_LEN, RECORD_PAYLOAD_MAX, TAG_COMPACT_TO, TAG_DELETE,
+    TAG_ENTRIES, TAG_PUT,
+};
+use crate::log_batch::Item;
+
+/// The first 8 bytes of a trailer.
+pub const TRAILER_MAGIC: [u8; 8] = *b"STRATAIX";
+/// `{ magic[8] | u64 file_id | u64 section_offset | u32 section_len | u32 section_crc | u32 0 | u32 crc32c(bytes 0..36) }`
+pub const TRAILER_LEN: usize = 40;
+const _: () = assert!(TRAILER_LEN == 8 + 8 + 8 + 4 + 4 + 4 + 4);
+
+/// Where a trailer says a file's section is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    /// The file the trailer belongs to.
+    pub file_id: u64,
+    /// Offset of the section in the file.
+    pub section_offset: u64,
+    /// Length of the section.
+    pub section_len: u32,
+    /// CRC-32C of the section.
+    pub section_crc: u32,
+}
+
+impl Trailer {
+    /// Encodes the trailer.
+    pub fn encode(&self) -> [u8; TRAILER_LEN] {
+        let mut t = [0u8; TRAILER_LEN];
+        t[..8].copy_from_slice(&TRAILER_MAGIC);
+        t[8..16].copy_from_slice(&self.file_id.to_le_bytes());
+        t[16..24].copy_from_slice(&self.section_offset.to_le_bytes());
+        t[24..28].copy_from_slice(&self.section_len.to_le_bytes());
+        t[28..32].copy_from_slice(&self.section_crc.to_le_bytes());
+        let crc = crc32c(&t[..36]);
+        t[36..40].copy_from_slice(&crc.to_le_bytes());
+        t
+    }
+
+    /// Decodes the last [`TRAILER_LEN`] bytes of the file `file_id`; `None` if
+    /// they are not a valid trailer of that file (never written, torn, or left
+    /// from the file's life before it was recycled).
+    pub fn decode(bytes: &[u8], file_id: u64) -> Option<Trailer> {
+        let mut r = Reader::new(bytes.get(..TRAILER_LEN)?);
+        if r.bytes(8).ok()? != TRAILER_MAGIC {
+            return None;
+        }
+        let t = Trailer {
+            file_id: r.u64().ok()?,
+            section_offset: r.u64().ok()?,
+            section_len: r.u32().ok()?,
+            section_crc: r.u32().ok()?,
+        };
+        let reserved = r.u32().ok()?;
+        let crc = r.u32().ok()?;
+        (crc == crc32c(&bytes[..36]) && reserved == 0 && t.file_id == file_id).then_some(t)
+    }
+}
+
+/// A change to a group's log, in file order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogOp {
+    /// An entries item of record number `record` of the file.
+    Entries {
+        record: u32,
+        first_index: u64,
+        count: u32,
+        body_offset: u32,
+    },
+    /// A compaction.
+    CompactTo { index: u64 },
+}
+
+/// Everything one file did to one group, consolidated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GroupChanges {
+    /// The group was removed; `log` and `kvs` are what came after the last removal.
+    pub removed: bool,
+    pub log: Vec<LogOp>,
+    /// The last change of each key: `Some(value)` for a put, `None` for a delete.
+    pub kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl GroupChanges {
+    fn set_kv(&mut self, key: &[u8], value: Option<&[u8]>) {
+        // Groups hold a handful of keys: a linear search beats a map.
+        match self.kvs.iter_mut().find(|(k, _)| k == key) {
+            Some((_, slot)) => match (slot, value) {
+                (Some(old), Some(v)) => {
+                    old.clear();
+                    old.extend_from_slice(v);
+                }
+                (slot, v) => *slot = v.map(<[u8]>::to_vec),
+            },
+            None => self.kvs.push((key.to_vec(), value.map(<[u8]>::to_vec))),
+        }
+    }
+}
+
+/// Collects the changes of a file's records while the file is written.
+#[derive(Debug, Default)]
+pub(crate) struct SectionBuilder {
+    /// Length of every record, in order; the first starts at `FILE_HEADER_LEN`.
+    records: Vec<u32>,
+    groups: FxHashMap<u64, GroupChanges>,
+}
+
+impl SectionBuilder {
+    /// Adds the record just written after the previous one, `len` bytes long
+    /// (header included), holding `items`.
+    pub fn add_record(&mut self, len: u32, items: &[Item<'_>]) {
+        let record = self.records.len() as u32;
+        self.records.push(len);
+        let mut current: Option<(u64, &mut GroupChanges)> = None;
+        for item in items {
+            let group = item.group();
+            let changes = match current.take() {
+                Some((g, c)) if g == group => c,
+                _ => self.groups.entry(group).or_default(),
+            };
+            match *item {
+                Item::Entries {
+                    first_index,
+                    count,
+                    body_offset,
+                    ..
+                } => changes.log.push(LogOp::Entries {
+                    record,
+                    first_index,
+                    count,
+                    body_offset,
+                }),
+                Item::CompactTo { index, .. } => changes.log.push(LogOp::CompactTo { index }),
+                Item::Put { key, value, .. } => changes.set_kv(key, Some(value)),
+                Item::Delete { key, .. } => changes.set_kv(key, None),
+                Item::RemoveGroup { .. } => {
+                    changes.removed = true;
+                    changes.log.clear();
+                    changes.kvs.clear();
+                }
+            }
+            current = Some((group, changes));
+        }
+    }
+
+    /// Encodes the section of a file whose records end at `data_end`.
+    ///
+    /// ```text
+    /// section = varint data_end | varint n_records | varint record_len[n_records]
+    ///           | varint n_groups | group[n_groups]           (ascending group ids)
+    /// group   = varint group | u8 removed | varint n_log | log_op[n_log]
+    ///           | varint n_kvs | kv[n_kvs]                    (ascending keys)
+    /// log_op  = u8 ENTRIES | varint record | varint first_index | varint count | varint body_offset
+    ///         | u8 COMPACT_TO | varint index
+    /// kv      = u8 PUT | varint key_len | key | varint value_len | value
+    ///         | u8 DELETE | varint key_len | key
+    /// ```
+    pub fn encode(&self, data_end: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + self.records.len() * 3 + self.groups.len() * 64);
+        put_varint(&mut out, data_end);
+        put_varint(&mut out, self.records.len() as u64);
+        for &len in &self.records {
+            put_varint(&mut out, len as u64);
+        }
+        let mut groups: Vec<(&u64, &GroupChanges)> = self.groups.iter().collect();
+        groups.sort_unstable_by_key(|(g, _)| **g);
+        put_varint(&mut out, groups.len() as u64);
+        for (&group, changes) in groups {
+            put_varint(&mut out, group);
+            out.push(changes.removed as u8);
+            put_varint(&mut out, changes.log.len() as u64);
+            for op in &changes.log {
+                match *op {
+                    LogOp::Entries {
+                        record,
+                        first_index,
+                        count,
+                        body_offset,
+                    } => {
+                        out.push(TAG_ENTRIES);
+                        put_varint(&mut out, record as u64);
+                        put_varint(&mut out, first_index);
+                        put_varint(&mut out, count as u64);
+                        put_varint(&mut out, body_offset as u64);
+                    }
+                    LogOp::CompactTo { index } => {
+                        out.push(TAG_COMPACT_TO);
+                        put_varint(&mut out, index);
+                    }
+                }
+            }
+            let mut kvs: Vec<&(Vec<u8>, Option<Vec<u8>>)> = changes.kvs.iter().collect();
+            kvs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            put_varint(&mut out, kvs.len() as u64);
+            for (key, value) in kvs {
+                out.push(if value.is_some() { TAG_PUT } else { TAG_DELETE });
+                put_varint(&mut out, key.len() as u64);
+                out.extend_from_slice(key);
+                if let Some(v) = value {
+                    put_varint(&mut out, v.len() as u64);
+                    out.extend_from_slice(v);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A decoded section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Section {
+    /// Where the file's records end.
+    pub data_end: u64,
+    /// `(offset, len)` of every record.
+    pub records: Vec<(u32, u32)>,
+    /// Every group the file changed, ascending.
+    pub groups: Vec<(u64, GroupChanges)>,
+}
+
+/// Decodes and checks a section. Every index and length is checked against the
+/// section itself, so a section that decodes describes records that fit the
+/// file's data exactly.
+pub(crate) fn decode_section(bytes: &[u8]) -> Result<Section, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let data_end = r.varint()?;
+    let n_records = r.varint()?;
+    // Every record length takes at least a byte: bounds the allocation.
+    if n_records > r.remaining() as u64 {
+        return Err(DecodeError::invalid(
+            "section",
+            r.position(),
+            "too many records",
+        ));
+    }
+    let mut records = Vec::with_capacity(n_records as usize);
+    let mut offset = FILE_HEADER_LEN as u64;
+    for _ in 0..n_records {
+        let at = r.position();
+        let len = r.varint()?;
+        if len <= RECORD_HEADER_LEN as u64 || offset + len > u32::MAX as u64 {
+            return Err(DecodeError::invalid(
+                "section",
+                at,
+                "impossible record length",
+            ));
+        }
+        records.push((offset as u32, len as u32));
+        offset += len;
+    }
+    if offset != data_end {
+        return Err(DecodeError::invalid(
+            "section",
+            0,
+            format!("records end at {offset}, the section says {data_end}"),
+        ));
+    }
+    let n_groups = r.varint()?;
+    if n_groups > r.remaining() as u64 {
+        return Err(DecodeError::invalid(
+            "section",
+            r.position(),
+            "too many groups",
+        ));
+    }
+    let mut groups: Vec<(u64, GroupChanges)> = Vec::with_capacity(n_groups as usize);
+    for _ in 0..n_groups {
+        let at = r.position();
+        let group = r.varint()?;
+        if groups.last().is_some_and(|(g, _)| *g >= group) {
+            return Err(DecodeError::invalid("section", at, "groups out of order"));
+        }
+        let removed = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(DecodeError::invalid("section", at, "bad removed flag")),
+        };
+        let n_log = r.varint()?;
+        if n_log > r.remaining() as u64 {
+            return Err(DecodeError::invalid("section", at, "too many log changes"));
+        }
+        let mut log = Vec::with_capacity(n_log as usize);
+        for _ in 0..n_log {
+            let at = r.position();
+            log.push(match r.u8()? {
+                TAG_ENTRIES => {
+                    let record = r.varint()?;
+                    let first_index = r.varint()?;
+                    let count = r.varint()?;
+                    let body_offset = r.varint()?;
+                    if record >= records.len() as u64 {
+                        return Err(DecodeError::invalid("section", at, "no such record"));
+                    }
+                    // `body_offset` is within the decompressed payload, so it
+                    // is bounded by the format's payload limit, not the record.
+                    if count == 0
+                        || count > u32::MAX as u64
+                        || first_index.checked_add(count).is_none()
+                        || body_offset >= RECORD_PAYLOAD_MAX as u64
+                    {
+                        return Err(DecodeError::invalid("section", at, "impossible entries"));
+                    }
+                    LogOp::Entries {
+                        record: record as u32,
+                        first_index,
+                        count: count as u32,
+                        body_offset: body_offset as u32,
+                    }
+                }
+                TAG_COMPACT_TO => LogOp::CompactTo { index: r.varint()? },
+                _ => return Err(DecodeError::invalid("section", at, "unknown log change")),
+            });
+        }
+        let n_kvs = r.varint()?;
+        if n_kvs > r.remaining() as u64 {
+            return Err(DecodeError::invalid("section", at, "too many keys"));
+        }
+        let mut kvs = Vec::with_capacity(n_kvs as usize);
+        for _ in 0..n_kvs {
+            let at = r.position();
+            let tag = r.u8()?;
+            let key = r.length_prefixed()?.to_vec();
+            let value = match tag {
+                TAG_PUT => Some(r.length_prefixed()?.to_vec()),
+                TAG_DELETE => None,
+                _ => return Err(DecodeError::invalid("section", at, "unknown key change")),
+            };
+            kvs.push((key, value));
+        }
+        groups.push((group, GroupChanges { removed, log, kvs }));
+    }
+    if !r.is_empty() {
+        return Err(DecodeError::invalid(
+            "section",
+            r.position(),
+            "bytes after the last group",
+        ));
+    }
+    Ok(Section {
+        data_end,
+        records,
+        groups,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailer_round_trip_and_rejects() {
+        let t = Trailer {
+            file_id: 9,
+            section_offset: 1000,
+            section_len: 77,
+            section_crc: 5,
+        };
+        let bytes = t.encode();
+        assert_eq!(Trailer::decode(&bytes, 9), Some(t));
+        assert_eq!(Trailer::decode(&bytes, 10), None, "another file's trailer");
+        for i in 0..TRAILER_LEN {
+            let mut bad = bytes;
+            bad[i] ^= 4;
+            assert_eq!(Trailer::decode(&bad, 9), None, "flip at {i} accepted");
+        }
+        assert_eq!(Trailer::decode(&bytes[..39], 9), None);
+    }
+
+    #[test]
+    fn consolidates_and_round_trips() {
+        let mut b = SectionBuilder::default();
+        let e = |group, first_index, body_offset| Item::Entries {
+            group,
+            first_index,
+            count: 2,
+            body_offset,
+        };
+        b.add_record(
+            100,
+            &[
+                e(7, 1, 3),
+                Item::Put {
+                    group: 7,
+                    key: b"s",
+                    value: b"one",
+                },
+                e(3, 5, 3),
+            ],
+        );
+        b.add_record(
+            50,
+            &[
+                Item::Put {
+                    group: 7,
+                    key: b"s",
+                    value: b"two",
+                },
+                Item::Delete {
+                    group: 3,
+                    key: b"x",
+                },
+                Item::CompactTo { group: 7, index: 2 },
+                Item::RemoveGroup { group: 3 },
+                e(3, 9, 4),
+            ],
+        );
+        let end = FILE_HEADER_LEN as u64 + 150;
+        let s = decode_section(&b.encode(end)).unwrap();
+        assert_eq!(s.data_end, end);
+        assert_eq!(s.records, vec![(24, 100), (124, 50)]);
+        assert_eq!(s.groups.len(), 2);
+        let (g3, c3) = &s.groups[0];
+        assert_eq!(*g3, 3);
+        assert!(c3.removed);
+        assert_eq!(
+            c3.log,
+            vec![LogOp::Entries {
+                record: 1,
+                first_index: 9,
+                count: 2,
+                body_offset: 4
+            }]
+        );
+        assert!(c3.kvs.is_empty(), "the delete came before the removal");
+        let (g7, c7) = &s.groups[1];
+        assert_eq!(*g7, 7);
+        assert!(!c7.removed);
+        assert_eq!(c7.log.len(), 2);
+        assert_eq!(c7.kvs, vec![(b"s".to_vec(), Some(b"two".to_vec()))]);
+        // A wrong end, truncation and trailing bytes are all refused.
+        assert!(decode_section(&b.encode(end + 1)).is_err());
+        let bytes = b.encode(end);
+        for cut in 0..bytes.len() {
+            assert!(decode_section(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_section(&longer).is_err());
+    }
+}
