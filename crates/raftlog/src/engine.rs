@@ -680,11 +680,34 @@ impl Engine {
         &self.report
     }
 
-    /// Syncs and closes the engine.
+    /// Seals the active files with their index sections, syncs them and
+    /// closes the engine, so that the next open reads no record of the files
+    /// written so far. Dropping the engine instead loses nothing synced, but
+    /// the next open scans the last files.
     pub fn close(self) -> Result<()> {
-        if !self.poisoned.load(Ordering::SeqCst) {
-            self.sync()?;
+        if self.poisoned.load(Ordering::SeqCst) {
+            // Nothing more can be made durable; the failure was reported.
+            return Ok(());
         }
+        // Writers still queued are served by their leader before the lock is ours.
+        let _purge = self.purge_lock.lock();
+        if let Some(rw) = self.pipe.rewrite.lock().as_ref() {
+            self.seal_for_close(rw)?;
+        }
+        let active = self.pipe.append.lock();
+        self.seal_for_close(&active)
+    }
+
+    fn seal_for_close(&self, active: &crate::pipe::ActiveFile) -> Result<()> {
+        if active.write_index_section().is_ok() {
+            Metrics::add(&self.metrics.index_sections_written, 1);
+        }
+        if let Err(e) = active.file.sync_data() {
+            let e = Error::io("sync", self.pipe.path(active.id))(e);
+            self.poison(&e);
+            return Err(e);
+        }
+        Metrics::add(&self.metrics.fsyncs, 1);
         Ok(())
     }
 }
