@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use strata_raftlog::reader::scan_file;
 use strata_raftlog::{Config, Engine, Error, LogBatch};
 
 const FILE_1: &str = "0000000000000001.raftlog";
@@ -53,6 +54,14 @@ fn open(dir: &Path, config: Config) -> strata_raftlog::Result<Engine> {
         }
     }
     Engine::open(dir, config)
+}
+
+/// Recovery scanning every record, as `check` does, even of sealed files.
+fn scanning() -> Config {
+    Config {
+        recovery_reads_index_sections: false,
+        ..config(false)
+    }
 }
 
 fn config(preallocate: bool) -> Config {
@@ -246,7 +255,7 @@ fn check_names_file_and_offset_of_a_flipped_byte() {
     );
     assert!(dump.contains("remove_group group=3"), "{dump}");
     // The engine's recovery agrees on file and offset.
-    match open(tmp.path(), config(false)) {
+    match open(tmp.path(), scanning()) {
         Err(Error::Corruption { path, offset, .. }) => {
             assert_eq!(
                 (path.file_name().unwrap().to_str(), offset),
@@ -263,12 +272,13 @@ fn check_flags_a_torn_tail_the_engine_would_cut() {
     build_dir(tmp.path(), false);
     // Cut into the last record: past the 28-byte end marker and 5 bytes more.
     let path = tmp.path().join(FILE_2);
-    let len = std::fs::metadata(&path).unwrap().len();
+    // (The data ends at the end marker; the file's index section follows.)
+    let data_end = scan_file(&std::fs::read(&path).unwrap()).unwrap().valid_end;
     std::fs::OpenOptions::new()
         .write(true)
         .open(&path)
         .unwrap()
-        .set_len(len - 28 - 5)
+        .set_len(data_end - 5)
         .unwrap();
     let (code, out) = raftlog("check", tmp.path(), &[]);
     assert_eq!(code, 1, "{out}");
@@ -277,7 +287,7 @@ fn check_flags_a_torn_tail_the_engine_would_cut() {
         line.contains(FILE_2) && line.contains("a torn tail"),
         "{line}"
     );
-    let engine = open(tmp.path(), config(false)).unwrap();
+    let engine = open(tmp.path(), scanning()).unwrap();
     let damage = &engine.recovery_report().damage;
     assert_eq!(damage.len(), 1);
     assert!(
