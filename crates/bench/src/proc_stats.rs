@@ -83,6 +83,26 @@ pub fn release_free_heap() {
     }
 }
 
+/// Caps glibc's malloc arenas at `n` (glibc only; elsewhere a no-op that
+/// returns false). Must run before other threads allocate. With one arena,
+/// [`release_free_heap`] hands back every free page, so RSS before and after
+/// an open differ by what the open keeps: with a per-thread arena each, the
+/// free tops of worker threads' arenas stay resident and the growth measured
+/// swings by tens of MiB from one open to the next.
+pub fn limit_malloc_arenas(n: u32) -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let n = libc::c_int::try_from(n).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets a glibc tunable; it takes no pointer.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, n) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = n;
+        false
+    }
+}
+
 /// Writes dirty pages back, then drops the page cache (`sync`, then 3 into
 /// `/proc/sys/vm/drop_caches`, which needs root), so that the next reads come
 /// from the device.

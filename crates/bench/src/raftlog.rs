@@ -11,7 +11,13 @@
 //! bytes the process sent to the device over the payload (`/proc/self/io`),
 //! fsyncs (the engine's count), peak RSS and CPU seconds. With `--runs R`
 //! the report gives the median of the R runs.
+//!
+//! After the runs, the built-in disk probe (`probe::measure`) writes with
+//! fdatasync at each engine's own flush size (device bytes per fsync of its
+//! median run), so every report shows how close each engine came to what the
+//! device sustains at that size, measured on the same disk in the same run.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,6 +25,7 @@ use serde::Serialize;
 
 use crate::engines::{EngineKind, EngineOptions};
 use crate::error::BenchError;
+use crate::probe;
 use crate::proc_stats::{peak_rss_bytes, reset_peak_rss, ProcSample};
 use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, ratio_cells, RatioOf, Table};
 use crate::runner::{self, Stop, WorkloadSpec};
@@ -117,6 +124,69 @@ pub struct RaftlogArgs {
     /// Runs per engine; the report gives the median.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Seconds of the disk probe run for each engine after the runs, at that
+    /// engine's device bytes per fsync, in --dir (0: no probe).
+    #[arg(long, default_value_t = 3.0)]
+    probe_seconds: f64,
+}
+
+/// The probe's flush size is rounded to this (a page, the unit the device
+/// sees writes in).
+const PROBE_ALIGN: u64 = 4 << 10;
+/// Largest probe flush: a run without syncs has one huge "flush".
+const PROBE_MAX_FLUSH: u64 = 16 << 20;
+/// Smallest probe file; writes wrap around at its end.
+const PROBE_MIN_FILE: u64 = 64 << 20;
+
+/// Returns the bytes per flush the disk probe uses for `r`: its device bytes
+/// per fsync (its payload per write when it reports no fsyncs or no device
+/// bytes), rounded to 4 KiB, at least 4 KiB and at most 16 MiB.
+fn probe_flush_bytes(r: &RunRecord) -> u64 {
+    let raw = match (r.device_write_bytes, r.fsyncs) {
+        (Some(bytes), Some(fsyncs)) if bytes > 0 && fsyncs > 0 => bytes / fsyncs,
+        _ => r.payload_bytes / r.writes.max(1),
+    };
+    let rounded = (raw + PROBE_ALIGN / 2) / PROBE_ALIGN * PROBE_ALIGN;
+    rounded.clamp(PROBE_ALIGN, PROBE_MAX_FLUSH)
+}
+
+/// Probes the disk under `dir` at each median's flush size (once per distinct
+/// size) and fills the disk-limit fields of the medians.
+fn add_disk_limits(
+    medians: &mut [RunRecord],
+    dir: &std::path::Path,
+    seconds: f64,
+    quiet: bool,
+) -> Result<(), BenchError> {
+    let mut measured: HashMap<u64, f64> = HashMap::new();
+    for m in medians {
+        let bpf = probe_flush_bytes(m);
+        let limit = match measured.get(&bpf) {
+            Some(&mb) => mb,
+            None => {
+                let r = probe::measure(
+                    dir,
+                    bpf,
+                    PROBE_MIN_FILE.max(4 * bpf),
+                    Duration::from_secs_f64(seconds),
+                )?;
+                if !quiet {
+                    println!(
+                        "disk probe for {}: {} per write + fdatasync for {seconds:.1} s: \
+                         {} flushes/s, {} MB/s",
+                        m.engine,
+                        fmt_bytes(bpf),
+                        fmt_rate(r.flushes_per_sec()),
+                        fmt_rate(r.mb_per_sec())
+                    );
+                }
+                measured.insert(bpf, r.mb_per_sec());
+                r.mb_per_sec()
+            }
+        };
+        m.set_disk_limit(bpf, limit);
+    }
+    Ok(())
 }
 
 /// The shape-defining settings once preset and flags are combined.
@@ -214,6 +284,26 @@ struct RunRecord {
     purges: u64,
     files_purged: u64,
     entries_rewritten: u64,
+    /// Device bytes written per second, in MB/s.
+    device_mb_per_sec: Option<f64>,
+    /// The disk probe's flush size for this engine (medians only).
+    probe_bytes_per_flush: Option<u64>,
+    /// What the probe sustained at that flush size, in MB/s (medians only).
+    disk_limit_mb_per_sec: Option<f64>,
+    /// `device_mb_per_sec` as a percentage of `disk_limit_mb_per_sec`.
+    device_pct_of_disk_limit: Option<f64>,
+    /// `payload_mb_per_sec` as a percentage of `disk_limit_mb_per_sec`.
+    payload_pct_of_disk_limit: Option<f64>,
+}
+
+impl RunRecord {
+    fn set_disk_limit(&mut self, bytes_per_flush: u64, limit_mb_per_sec: f64) {
+        self.probe_bytes_per_flush = Some(bytes_per_flush);
+        self.disk_limit_mb_per_sec = Some(limit_mb_per_sec);
+        let pct = |v: f64| (limit_mb_per_sec > 0.0).then(|| 100.0 * v / limit_mb_per_sec);
+        self.device_pct_of_disk_limit = self.device_mb_per_sec.and_then(pct);
+        self.payload_pct_of_disk_limit = pct(self.payload_mb_per_sec);
+    }
 }
 
 /// Runs the workload against each engine `--runs` times.
@@ -251,6 +341,11 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
     spec.validate()?;
     if args.runs == 0 {
         return Err(BenchError::Usage("--runs must be at least 1".into()));
+    }
+    if !(args.probe_seconds >= 0.0 && args.probe_seconds.is_finite()) {
+        return Err(BenchError::Usage(
+            "--probe-seconds must be 0 or above".into(),
+        ));
     }
     let options = EngineOptions {
         compression: args.compression == OnOff::On,
@@ -306,13 +401,18 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
             }
             records.push(record);
         }
-        let m = median_record(&records);
-        if args.json && args.runs > 1 {
-            print_json(&m);
-        }
-        medians.push(m);
+        medians.push(median_record(&records));
     }
-    if !args.json {
+    if args.probe_seconds > 0.0 {
+        add_disk_limits(&mut medians, &args.dir, args.probe_seconds, args.json)?;
+    }
+    if args.json {
+        // Always a median record (the run itself for one run), so scripts read
+        // one kind; it alone carries the disk limit.
+        for m in &medians {
+            print_json(m);
+        }
+    } else {
         println!();
         print!("{}", table(&medians, args.runs).render());
     }
@@ -391,6 +491,11 @@ fn run_once(
         purges: outcome.purge.calls,
         files_purged: outcome.purge.files_purged,
         entries_rewritten: outcome.purge.entries_rewritten,
+        device_mb_per_sec: used.write_bytes.map(|b| b as f64 / MB / secs),
+        probe_bytes_per_flush: None,
+        disk_limit_mb_per_sec: None,
+        device_pct_of_disk_limit: None,
+        payload_pct_of_disk_limit: None,
     })
 }
 
@@ -398,7 +503,11 @@ fn run_once(
 /// `records`.
 fn median_record(records: &[RunRecord]) -> RunRecord {
     if records.len() == 1 {
-        return records[0].clone();
+        return RunRecord {
+            kind: "median",
+            run: 0,
+            ..records[0].clone()
+        };
     }
     let f =
         |get: &dyn Fn(&RunRecord) -> f64| median(records.iter().map(get).collect()).unwrap_or(0.0);
@@ -434,6 +543,11 @@ fn median_record(records: &[RunRecord]) -> RunRecord {
         purges: u(&|r| r.purges),
         files_purged: u(&|r| r.files_purged),
         entries_rewritten: u(&|r| r.entries_rewritten),
+        device_mb_per_sec: of(&|r| r.device_mb_per_sec),
+        probe_bytes_per_flush: None,
+        disk_limit_mb_per_sec: None,
+        device_pct_of_disk_limit: None,
+        payload_pct_of_disk_limit: None,
     }
 }
 
@@ -498,6 +612,11 @@ fn table(records: &[RunRecord], runs: usize) -> Table {
     );
     row("latency max (us)", &|r| fmt_count(r.latency_us_max), None);
     row(
+        "device MB/s",
+        &|r| or_na(r.device_mb_per_sec, fmt_rate),
+        Some(&|r| r.device_mb_per_sec),
+    );
+    row(
         "device write amp",
         &|r| or_na(r.device_write_amplification, |v| format!("{v:.2}")),
         Some(&|r| r.device_write_amplification),
@@ -529,6 +648,28 @@ fn table(records: &[RunRecord], runs: usize) -> Table {
         &|r| fmt_count(r.entries_rewritten),
         None,
     );
+    if records.iter().any(|r| r.disk_limit_mb_per_sec.is_some()) {
+        row(
+            "disk probe bytes per flush",
+            &|r| or_na(r.probe_bytes_per_flush, fmt_bytes),
+            None,
+        );
+        row(
+            "disk limit MB/s at this flush size",
+            &|r| or_na(r.disk_limit_mb_per_sec, fmt_rate),
+            None,
+        );
+        row(
+            "device MB/s / disk limit",
+            &|r| or_na(r.device_pct_of_disk_limit, |v| format!("{v:.1}%")),
+            None,
+        );
+        row(
+            "payload MB/s / disk limit",
+            &|r| or_na(r.payload_pct_of_disk_limit, |v| format!("{v:.1}%")),
+            None,
+        );
+    }
     t
 }
 
@@ -583,6 +724,90 @@ mod tests {
             "2",
         ]);
         assert_eq!((explicit.groups, explicit.seconds), (500, 2.0));
+    }
+
+    fn record(
+        payload_bytes: u64,
+        writes: u64,
+        device: Option<u64>,
+        fsyncs: Option<u64>,
+    ) -> RunRecord {
+        let mut r = median_record(&[RunRecord {
+            kind: "run",
+            engine: "strata",
+            run: 1,
+            runs: 1,
+            workload: WorkloadEcho {
+                preset: None,
+                groups: 1,
+                groups_per_batch: 1,
+                entries_per_group: 1,
+                entry_bytes_min: 1,
+                entry_bytes_max: 1,
+                writers: 1,
+                sync: true,
+                compact_lag: 0,
+                purge_interval_ms: 0,
+                compression: false,
+                stop: String::new(),
+            },
+            seconds: 2.0,
+            writes,
+            entries: writes,
+            payload_bytes,
+            writes_per_sec: writes as f64 / 2.0,
+            payload_mb_per_sec: payload_bytes as f64 / MB / 2.0,
+            latency_us_p50: 1,
+            latency_us_p99: 1,
+            latency_us_p999: 1,
+            latency_us_max: 1,
+            fsyncs,
+            fsyncs_per_write: None,
+            device_write_bytes: device,
+            device_write_amplification: None,
+            engine_write_amplification: None,
+            peak_rss_bytes: None,
+            cpu_seconds: None,
+            purges: 0,
+            files_purged: 0,
+            entries_rewritten: 0,
+            device_mb_per_sec: device.map(|b| b as f64 / MB / 2.0),
+            probe_bytes_per_flush: None,
+            disk_limit_mb_per_sec: None,
+            device_pct_of_disk_limit: None,
+            payload_pct_of_disk_limit: None,
+        }]);
+        r.set_disk_limit(probe_flush_bytes(&r), 100.0);
+        r
+    }
+
+    #[test]
+    fn probe_flush_is_device_bytes_per_fsync_rounded_to_pages() {
+        // 1,000 fsyncs over 18.5 MB: 18,500 B each, rounded to 16 KiB + 4 KiB.
+        let r = record(1 << 20, 1000, Some(18_500_000), Some(1000));
+        assert_eq!(r.probe_bytes_per_flush, Some(20 << 10));
+        assert_eq!(r.kind, "median");
+        // 9.25 MB/s of device writes over 2 s against a 100 MB/s disk.
+        let pct = r.device_pct_of_disk_limit.unwrap();
+        assert!((pct - 9.25).abs() < 1e-9, "{pct}");
+        // No fsync count: the payload per write; tiny writes: one page.
+        assert_eq!(
+            record(64 << 20, 1000, Some(1 << 30), None).probe_bytes_per_flush,
+            Some(64 << 10)
+        );
+        assert_eq!(
+            record(100, 10, Some(0), Some(0)).probe_bytes_per_flush,
+            Some(4 << 10)
+        );
+        // No syncs at all: capped.
+        assert_eq!(
+            record(1 << 30, 1, Some(1 << 30), Some(1)).probe_bytes_per_flush,
+            Some(PROBE_MAX_FLUSH)
+        );
+        assert_eq!(
+            record(1 << 30, 1, None, None).device_pct_of_disk_limit,
+            None
+        );
     }
 
     #[test]

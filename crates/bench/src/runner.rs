@@ -24,6 +24,10 @@ use crate::error::BenchError;
 use crate::units::MB;
 use crate::workload::{next_append, owned_groups, EntrySizes, GroupLog};
 
+/// Time between progress lines when stderr is not a terminal, so that a long
+/// write phase run from a script still shows it is moving.
+pub const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
 /// When the writers stop.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stop {
@@ -56,7 +60,8 @@ pub struct WorkloadSpec {
     pub purge_interval: Option<Duration>,
     /// When to stop.
     pub stop: Stop,
-    /// Draw a progress bar (on a terminal only).
+    /// Draw a progress bar on a terminal; elsewhere print a line to stderr
+    /// every [`PLAIN_PROGRESS_EVERY`].
     pub progress: bool,
 }
 
@@ -216,9 +221,20 @@ pub fn run(engine: &dyn LogEngine, spec: &WorkloadSpec) -> Result<WorkloadOutcom
                 result
             })
         });
+        let plain = spec.progress && bar.is_hidden();
+        let mut next_line = start + PLAIN_PROGRESS_EVERY;
         while shared.running.load(Relaxed) > 0 {
             thread::sleep(Duration::from_millis(100));
             update_bar(&bar, spec, &shared, start);
+            if plain && Instant::now() >= next_line {
+                next_line += PLAIN_PROGRESS_EVERY;
+                eprintln!(
+                    "[{:>4.0} s] {:>3.0}%  {}",
+                    start.elapsed().as_secs_f64(),
+                    bar.position() as f64 / 10.0,
+                    bar.message()
+                );
+            }
         }
         let writer_results: Vec<_> = writers.into_iter().map(|h| h.join()).collect();
         let duration = start.elapsed();

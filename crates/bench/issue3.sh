@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Runs issue 3's whole matrix (A-1, A-4, A-64, B-4, B-64, C, D-1K, D-16K), every
+# engine in the same invocation, one JSON file per cell in $OUT, then prints
+# one markdown table per workload (medians and strata/peer ratios) with
+# issue3_table.py. Run from the workspace root.
+#
+# Environment (defaults in brackets):
+#   B          the binary [target/release/strata-bench]
+#   ENGINES    engines, comma-separated [strata,raft-engine,rocksdb]
+#   RUNS       runs per raftlog cell, reopens per recovery mode [3]
+#   SECONDS    seconds per raftlog run [30] (BENCH_SECONDS also works)
+#   TOTAL      payload each recovery cell writes [4G]
+#   MODES      recovery reopen modes [warm,cold if the page cache can be
+#              dropped (root), else warm]
+#   PROBE      seconds of the disk probe per engine in each raftlog cell [3]
+#   CELLS      which cells to run [all of them, in the order above]
+#   DIR        data directory, on the disk to measure [./strata-data/issue3]
+#   OUT        output directory [target/issue3/<date>-<time>]
+
+# Read SECONDS first: inside bash it is a clock that counts on from the value
+# it was given, and it reads 0 when none was.
+run_seconds=${BENCH_SECONDS:-$SECONDS}
+if [[ $run_seconds == 0 ]]; then run_seconds=30; fi
+
+set -uo pipefail
+
+B=${B:-target/release/strata-bench}
+ENGINES=${ENGINES:-strata,raft-engine,rocksdb}
+RUNS=${RUNS:-3}
+TOTAL=${TOTAL:-4G}
+PROBE=${PROBE:-3}
+CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C D-1K D-16K}
+DIR=${DIR:-./strata-data/issue3}
+OUT=${OUT:-target/issue3/$(date +%Y%m%d-%H%M%S)}
+if [[ -z ${MODES:-} ]]; then
+    if [[ -w /proc/sys/vm/drop_caches ]]; then
+        MODES=warm,cold
+    else
+        MODES=warm
+        echo "issue3: cannot write /proc/sys/vm/drop_caches (not root?): recovery runs warm only" >&2
+    fi
+fi
+
+here=$(cd "$(dirname "$0")" && pwd)
+if [[ ! -x $B ]]; then
+    echo "issue3: no binary at $B; build it with" >&2
+    echo "  cargo build --release -p strata-bench --features peers" >&2
+    exit 2
+fi
+mkdir -p "$OUT" "$DIR"
+echo "issue3: $B, engines $ENGINES, $RUNS runs of $run_seconds s, recovery $TOTAL ($MODES), into $OUT" >&2
+
+failed=()
+# cell NAME ARGS...: runs one invocation, JSON to $OUT/NAME.json, stderr to
+# the terminal and $OUT/NAME.log; a failure is noted and the matrix goes on.
+cell() {
+    local name=$1
+    shift
+    echo "$B $* --json" >>"$OUT/commands.txt"
+    echo "== $name: $B $*" >&2
+    if ! "$B" "$@" --json >"$OUT/$name.json" 2> >(tee "$OUT/$name.log" >&2); then
+        echo "issue3: $name failed (see $OUT/$name.log)" >&2
+        failed+=("$name")
+    fi
+}
+
+raftlog() {
+    cell "$1" raftlog --preset "$2" --writers "$3" --engines "$ENGINES" --runs "$RUNS" \
+        --seconds "$run_seconds" --probe-seconds "$PROBE" --dir "$DIR/raftlog"
+}
+
+recovery() {
+    cell "$1" recovery --engines "$ENGINES" --total-bytes "$TOTAL" --groups 1000 \
+        --entry-bytes "$2" --modes "$MODES" --reopens "$RUNS" --dir "$DIR/recovery"
+}
+
+for c in $CELLS; do
+    case $c in
+        A-1) raftlog A-1 A 1 ;;
+        A-4) raftlog A-4 A 4 ;;
+        A-64) raftlog A-64 A 64 ;;
+        B-4) raftlog B-4 B 4 ;;
+        B-64) raftlog B-64 B 64 ;;
+        C) raftlog C C 1 ;;
+        D-1K) recovery D-1K 1K ;;
+        D-16K) recovery D-16K 16K ;;
+        *)
+            echo "issue3: unknown cell $c" >&2
+            failed+=("$c")
+            ;;
+    esac
+done
+
+python3 "$here/issue3_table.py" "$OUT" | tee "$OUT/tables.md"
+if ((${#failed[@]})); then
+    echo "issue3: failed cells: ${failed[*]}" >&2
+    exit 1
+fi
