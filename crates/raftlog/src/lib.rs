@@ -32,7 +32,7 @@ mod pipe;
 mod purge;
 pub mod reader;
 mod recovery;
-mod section;
+pub mod section;
 mod write_group;
 
 pub use config::{Config, RecoveryMode};

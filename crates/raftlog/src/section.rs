@@ -80,23 +80,31 @@ impl Trailer {
 
 /// A change to a group's log, in file order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LogOp {
+pub enum LogOp {
     /// An entries item of record number `record` of the file.
     Entries {
+        /// The record (0-based, in file order).
         record: u32,
+        /// Index of the first entry.
         first_index: u64,
+        /// Number of entries.
         count: u32,
+        /// Offset of the item's length table in the record's decompressed payload.
         body_offset: u32,
     },
     /// A compaction.
-    CompactTo { index: u64 },
+    CompactTo {
+        /// The new first index.
+        index: u64,
+    },
 }
 
 /// Everything one file did to one group, consolidated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct GroupChanges {
+pub struct GroupChanges {
     /// The group was removed; `log` and `kvs` are what came after the last removal.
     pub removed: bool,
+    /// Entries and compactions, in file order.
     pub log: Vec<LogOp>,
     /// The last change of each key: `Some(value)` for a put, `None` for a delete.
     pub kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
@@ -229,7 +237,7 @@ impl SectionBuilder {
 
 /// A decoded section.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Section {
+pub struct Section {
     /// Where the file's records end.
     pub data_end: u64,
     /// `(offset, len)` of every record.
@@ -241,7 +249,7 @@ pub(crate) struct Section {
 /// Decodes and checks a section. Every index and length is checked against the
 /// section itself, so a section that decodes describes records that fit the
 /// file's data exactly.
-pub(crate) fn decode_section(bytes: &[u8]) -> Result<Section, DecodeError> {
+pub fn decode_section(bytes: &[u8]) -> Result<Section, DecodeError> {
     let mut r = Reader::new(bytes);
     let data_end = r.varint()?;
     let n_records = r.varint()?;
@@ -258,7 +266,11 @@ pub(crate) fn decode_section(bytes: &[u8]) -> Result<Section, DecodeError> {
     for _ in 0..n_records {
         let at = r.position();
         let len = r.varint()?;
-        if len <= RECORD_HEADER_LEN as u64 || offset + len > u32::MAX as u64 {
+        // `offset` stays within u32 and `len` is checked first: no overflow.
+        if len <= RECORD_HEADER_LEN as u64
+            || len > u32::MAX as u64
+            || offset + len > u32::MAX as u64
+        {
             return Err(DecodeError::invalid(
                 "section",
                 at,

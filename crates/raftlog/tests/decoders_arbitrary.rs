@@ -292,6 +292,11 @@ proptest! {
     }
 
     #[test]
+    fn index_section_arbitrary_bytes(bytes in small_bytes(200)) {
+        decoders::index_section(&bytes);
+    }
+
+    #[test]
     fn file_header_rejects_any_damaged_byte(id in file_id(), at in 0..FILE_HEADER_LEN, mask in 1..=255u8) {
         let mut h = encode_file_header(id);
         prop_assert_eq!(decode_file_header(&h).unwrap().0, id);
@@ -853,4 +858,15 @@ fn recovery_replays_the_rewrite_queue_first() {
             (1, vec![b"old-1".to_vec(), b"new-2".to_vec()])
         );
     }
+}
+
+/// Found by the `index_section` fuzzer: a record length near `u64::MAX`
+/// overflowed the running offset.
+#[test]
+fn index_section_with_a_huge_record_length_is_refused() {
+    let bytes = [
+        0x0a, 0x03, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00,
+    ];
+    decoders::index_section(&bytes);
+    assert!(strata_raftlog::section::decode_section(&bytes).is_err());
 }

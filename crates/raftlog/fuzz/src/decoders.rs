@@ -7,6 +7,7 @@ use strata_raftlog::format::{
     FILE_HEADER_LEN, RECORD_HEADER_LEN, RECORD_PAYLOAD_MAX,
 };
 use strata_raftlog::reader::{self, ScanEnd};
+use strata_raftlog::section::{decode_section, LogOp, Trailer, TRAILER_LEN};
 use strata_raftlog::{decode_items, entry_at, Item};
 
 /// Entries of one item whose every position is read back; past this, only the
@@ -152,6 +153,44 @@ pub fn scan_file(data: &[u8]) {
         ScanEnd::Damaged { offset, .. } => {
             assert_eq!(offset, pos as u64);
             assert!(!rest.is_empty());
+        }
+    }
+}
+
+/// Feeds `data` to the index-section decoders: the trailer decoder (on the
+/// first 40 bytes) and the section decoder. An accepted trailer re-encodes to
+/// its bytes; an accepted section is self-consistent: its records tile the file
+/// from offset 24 to `data_end`, every entries change names one of them, and
+/// groups are strictly ascending.
+pub fn index_section(data: &[u8]) {
+    if data.len() >= TRAILER_LEN {
+        let bytes = &data[..TRAILER_LEN];
+        let id = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+        if let Some(t) = Trailer::decode(bytes, id) {
+            assert_eq!(
+                &t.encode()[..],
+                bytes,
+                "an accepted trailer re-encodes to its bytes"
+            );
+        }
+    }
+    let Ok(s) = decode_section(data) else {
+        return;
+    };
+    let mut end = FILE_HEADER_LEN as u64;
+    for &(offset, len) in &s.records {
+        assert_eq!(offset as u64, end, "records tile the file");
+        end += len as u64;
+    }
+    assert_eq!(end, s.data_end);
+    for pair in s.groups.windows(2) {
+        assert!(pair[0].0 < pair[1].0, "groups ascend");
+    }
+    for (_, changes) in &s.groups {
+        for op in &changes.log {
+            if let LogOp::Entries { record, count, .. } = *op {
+                assert!((record as usize) < s.records.len() && count > 0);
+            }
         }
     }
 }
