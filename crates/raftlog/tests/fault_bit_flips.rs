@@ -116,21 +116,24 @@ fn scanning(mode: RecoveryMode) -> Config {
     }
 }
 
-#[test]
-fn flips_at_rest_are_refused_or_reported_never_returned() {
+/// Writes the tests' workload (90 batches, one record each) and crashes: two
+/// sealed files (with index sections) and the last one.
+fn two_sealed_and_the_last() -> (MemFs, Vec<BatchSpec>, Vec<FileInfo>) {
     let base = MemFs::new();
-    let engine = Engine::open_with_fs(
-        DIR,
-        config(RecoveryMode::TolerateTailCorruption),
-        Arc::new(base.clone()),
-    )
-    .unwrap();
+    let mode = RecoveryMode::TolerateTailCorruption;
+    let engine = Engine::open_with_fs(DIR, config(mode), Arc::new(base.clone())).unwrap();
     let batches = workload(31, 90, 4, &[12, 90, 600, 2000]);
     write_all(&engine, &batches, 4);
     drop(engine);
     base.crash(CrashMode::DropUnsynced);
     let files = files_of(&base);
     assert_eq!(files.len(), 3, "two sealed files and the last one");
+    (base, batches, files)
+}
+
+#[test]
+fn flips_at_rest_are_refused_or_reported_never_returned() {
+    let (base, batches, files) = two_sealed_and_the_last();
     let total: usize = files.iter().map(|f| f.records.len()).sum();
     assert_eq!(total, batches.len(), "one record per batch");
     let prefix: Vec<Model> = (0..=batches.len())
@@ -389,15 +392,8 @@ fn flips_on_read_make_reads_fail_never_lie() {
 /// recovery scan that file instead, losing nothing.
 #[test]
 fn flips_in_sealed_files_fail_reads_not_opens() {
-    let base = MemFs::new();
+    let (base, batches, files) = two_sealed_and_the_last();
     let mode = RecoveryMode::TolerateTailCorruption;
-    let engine = Engine::open_with_fs(DIR, config(mode), Arc::new(base.clone())).unwrap();
-    let batches = workload(31, 90, 4, &[12, 90, 600, 2000]);
-    write_all(&engine, &batches, 4);
-    drop(engine);
-    base.crash(CrashMode::DropUnsynced);
-    let files = files_of(&base);
-    assert_eq!(files.len(), 3, "two sealed files and the last one");
     let full = Model::replay(&batches);
     // The batch (= record) that wrote each live entry last.
     let mut owner: HashMap<(u64, u64), usize> = HashMap::new();
