@@ -14,6 +14,7 @@
 //! Concurrency: see `write_group.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
 
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -341,29 +342,41 @@ impl Engine {
             )));
         }
         let file_id = active.id.to_u64();
-        let mut buf = Vec::with_capacity(total as usize + RECORD_HEADER_LEN);
-        let mut sync = false;
-        for w in group {
-            let r = &w.request;
-            let header = RecordHeader {
-                file_id,
-                stored_len: r.stored_len,
-                raw_len: r.raw_len,
-                payload_crc: r.payload_crc,
-                codec: r.codec,
-            };
-            buf.extend_from_slice(&header.encode());
-            buf.extend_from_slice(&r.payload.lock().stored);
-            sync |= r.sync;
+        // One gathered write of every record and the end marker: no copy of
+        // the payloads into one buffer.
+        let headers: Vec<[u8; RECORD_HEADER_LEN]> = group
+            .iter()
+            .map(|w| {
+                let r = &w.request;
+                RecordHeader {
+                    file_id,
+                    stored_len: r.stored_len,
+                    raw_len: r.raw_len,
+                    payload_crc: r.payload_crc,
+                    codec: r.codec,
+                }
+                .encode()
+            })
+            .collect();
+        let sync = group.iter().any(|w| w.request.sync);
+        let payloads: Vec<_> = group.iter().map(|w| w.request.payload.lock()).collect();
+        let mut slices = Vec::with_capacity(2 * group.len() + 1);
+        for (header, payload) in headers.iter().zip(&payloads) {
+            slices.push(IoSlice::new(header));
+            slices.push(IoSlice::new(&payload.stored));
         }
-        buf.extend_from_slice(&crate::format::END_MARKER);
+        slices.push(IoSlice::new(&crate::format::END_MARKER));
         let path = self.pipe.path(active.id);
         fail::fail_point!("raftlog::write::append", |_| Err(Error::Io {
             op: "write",
             path: path.clone(),
             source: std::io::Error::other("fail point"),
         }));
-        if let Err(e) = active.file.write_at(active.offset, &buf) {
+        let written = active.file.write_vectored_at(active.offset, &slices);
+        // Unlock the payloads: the loop below locks them again.
+        drop(slices);
+        drop(payloads);
+        if let Err(e) = written {
             // Part of the group may be in the file. Cut it off, so that a later,
             // shorter record cannot leave a valid-looking unacknowledged record
             // after itself; if the cut fails, nothing about the file is known.
