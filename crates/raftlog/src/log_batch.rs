@@ -395,6 +395,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_dropped_batch_lends_its_buffer_to_the_next_one_on_the_thread() {
+        while spare::take().capacity() > 0 {}
+        let mut b = LogBatch::new();
+        b.add_entries(1, 1, &[vec![0u8; 5000]]);
+        let cap = b.payload.capacity();
+        drop(b);
+        let b = LogBatch::new();
+        assert!(b.is_empty());
+        assert_eq!((b.payload.len(), b.payload.capacity()), (0, cap));
+        drop(b);
+
+        // Only a few buffers are kept, and never huge ones.
+        for _ in 0..10 {
+            spare::give(Vec::with_capacity(100));
+        }
+        spare::give(Vec::with_capacity(64 << 20));
+        let taken: Vec<Vec<u8>> = (0..10).map(|_| spare::take()).collect();
+        assert!(taken.iter().filter(|v| v.capacity() > 0).count() <= 2);
+        assert!(taken
+            .iter()
+            .all(|v| v.is_empty() && v.capacity() < 64 << 20));
+    }
+
     proptest::proptest! {
         #[test]
         fn arbitrary_payloads_never_panic(bytes: Vec<u8>) {
