@@ -7,6 +7,18 @@ pub fn lz4_compress(data: &[u8]) -> Vec<u8> {
     lz4_flex::block::compress(data)
 }
 
+/// Compresses `data` as one raw LZ4 block into `out`, replacing its contents
+/// but reusing its allocation (a hot write path compresses every batch).
+pub fn lz4_compress_into(data: &[u8], out: &mut Vec<u8>) {
+    let max = lz4_flex::block::get_maximum_output_size(data.len());
+    if out.len() < max {
+        out.resize(max, 0);
+    }
+    let n = lz4_flex::block::compress_into(data, out)
+        .expect("the output holds the maximum compressed size");
+    out.truncate(n);
+}
+
 /// Decompresses a raw LZ4 block that must expand to exactly `uncompressed_len` bytes.
 ///
 /// `uncompressed_len` comes from a checksummed header, but the caller still caps it
@@ -52,6 +64,20 @@ mod tests {
         let c = lz4_compress(&data);
         assert!(c.len() < data.len());
         assert_eq!(lz4_decompress(&c, data.len()).unwrap(), data);
+    }
+
+    #[test]
+    fn compress_into_reuses_the_buffer_and_matches() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 17) as u8).collect();
+        // A dirty, too-short buffer first, then a long one with stale bytes.
+        for mut out in [vec![9u8; 10], vec![9u8; 50_000]] {
+            lz4_compress_into(&data, &mut out);
+            assert_eq!(out, lz4_compress(&data));
+            assert_eq!(lz4_decompress(&out, data.len()).unwrap(), data);
+        }
+        let mut out = Vec::new();
+        lz4_compress_into(&[], &mut out);
+        assert_eq!(lz4_decompress(&out, 0).unwrap(), Vec::<u8>::new());
     }
 
     #[test]

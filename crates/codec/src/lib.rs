@@ -12,7 +12,7 @@ mod reader;
 mod varint;
 
 pub use checksum::{crc32c, crc32c_append, salted_crc32c};
-pub use compress::{looks_incompressible, lz4_compress, lz4_decompress};
+pub use compress::{looks_incompressible, lz4_compress, lz4_compress_into, lz4_decompress};
 pub use reader::Reader;
 pub use varint::{put_varint, varint_len, MAX_VARINT_LEN};
 

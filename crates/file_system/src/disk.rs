@@ -50,6 +50,32 @@ impl File for DiskFile {
         self.file.write_all_at(data, offset)
     }
 
+    #[cfg(target_os = "linux")]
+    fn write_vectored_at(&self, offset: u64, bufs: &[io::IoSlice<'_>]) -> io::Result<()> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        // The usual case: one call writes everything, with no copy of `bufs`.
+        let first = bufs.len().min(IOV_MAX);
+        let n = pwritev(&self.file, offset, &bufs[..first])?;
+        if n == total {
+            return Ok(());
+        }
+        // Short write (a signal, a full disk) or more slices than one call
+        // takes: carry on from where it stopped.
+        let mut rest: Vec<io::IoSlice<'_>> = bufs.to_vec();
+        let mut rest = &mut rest[..];
+        io::IoSlice::advance_slices(&mut rest, n);
+        let mut offset = offset + n as u64;
+        while !rest.is_empty() {
+            let n = pwritev(&self.file, offset, &rest[..rest.len().min(IOV_MAX)])?;
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::WriteZero));
+            }
+            io::IoSlice::advance_slices(&mut rest, n);
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         self.file.sync_data()
     }
@@ -84,6 +110,40 @@ impl File for DiskFile {
             Ok(())
         } else {
             Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+}
+
+/// Most slices one `pwritev` takes (Linux's `UIO_MAXIOV`).
+#[cfg(target_os = "linux")]
+const IOV_MAX: usize = 1024;
+
+/// One `pwritev` of `bufs` at `offset`, retried on `EINTR`; returns the bytes
+/// written, which may be fewer than asked.
+#[cfg(target_os = "linux")]
+fn pwritev(file: &fs::File, offset: u64, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    let Ok(off) = libc::off_t::try_from(offset) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    debug_assert!(bufs.len() <= IOV_MAX);
+    loop {
+        // SAFETY: the descriptor is owned by `file` and open for the call;
+        // `IoSlice` is ABI-compatible with `iovec` on Unix, and each one
+        // borrows memory that stays valid and unmodified for the call.
+        let rc = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                bufs.as_ptr().cast::<libc::iovec>(),
+                bufs.len() as libc::c_int,
+                off,
+            )
+        };
+        if rc >= 0 {
+            return Ok(rc as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }

@@ -6,8 +6,9 @@
 //! runs out of space, and flips bits).
 //!
 //! The contract every implementation keeps, and every engine may rely on:
-//! - `write_at` writes all of `data` or returns an error; after an error the
-//!   bytes in that range are unspecified (some may have been written).
+//! - `write_at` (and `write_vectored_at`) writes all of `data` or returns an
+//!   error; after an error the bytes in that range are unspecified (some may
+//!   have been written).
 //! - Bytes written are visible to `read_at` on any handle at once, but are
 //!   durable only after `sync_data` / `sync_all` on that file returns `Ok`.
 //! - A created, renamed or removed name is durable only after `sync_dir` of its
@@ -40,6 +41,18 @@ pub trait File: Send + Sync + fmt::Debug {
 
     /// Writes all of `data` at `offset`, extending the file if needed.
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+
+    /// Writes the concatenation of `bufs` at `offset`, with the contract of
+    /// `write_at` on the joined bytes. The default joins them and calls
+    /// `write_at`, so a wrapper's faults and accounting apply unchanged; a file
+    /// system that can gather (pwritev) saves the copy.
+    fn write_vectored_at(&self, offset: u64, bufs: &[io::IoSlice<'_>]) -> io::Result<()> {
+        let mut joined = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+        for b in bufs {
+            joined.extend_from_slice(b);
+        }
+        self.write_at(offset, &joined)
+    }
 
     /// Makes the file's data durable (fdatasync).
     fn sync_data(&self) -> io::Result<()>;

@@ -92,3 +92,26 @@ fn missing_parent_fails_with_not_found() {
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(fs.sync_dir(Path::new("/no/such/dir/for/strata")).is_err());
 }
+
+#[test]
+fn write_vectored_at_writes_the_concatenation() {
+    use std::io::IoSlice;
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = DiskFs::new();
+    let file = fs.create(&tmp.path().join("v")).unwrap();
+    // More slices than one pwritev takes, some of them empty, at an offset.
+    let parts: Vec<Vec<u8>> = (0..2500u32)
+        .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
+        .collect();
+    let slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let joined: Vec<u8> = parts.concat();
+    file.write_vectored_at(100, &slices).unwrap();
+    assert_eq!(file.len().unwrap(), 100 + joined.len() as u64);
+    let mut back = vec![0; joined.len()];
+    file.read_exact_at(100, &mut back).unwrap();
+    assert_eq!(back, joined);
+    // Nothing to write is fine, and changes nothing.
+    file.write_vectored_at(0, &[]).unwrap();
+    file.write_vectored_at(0, &[IoSlice::new(&[])]).unwrap();
+    assert_eq!(file.len().unwrap(), 100 + joined.len() as u64);
+}

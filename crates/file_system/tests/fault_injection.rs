@@ -143,3 +143,29 @@ fn other_operations_pass_through_and_can_fail() {
     );
     assert_eq!(fs.count(Op::Lock), 2);
 }
+
+#[test]
+fn write_vectored_at_is_one_write_under_the_budget() {
+    use std::io::IoSlice;
+    let (mem, fs) = setup();
+    let file = fs.create(Path::new("/db/v")).unwrap();
+    fs.set_space_left(Some(10));
+    let err = file
+        .write_vectored_at(0, &[IoSlice::new(b"hello"), IoSlice::new(b" world!")])
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    // As `write_at` of the joined bytes: what fits is written, and it counts once.
+    assert_eq!(fs.count(Op::Write), 1);
+    let mut buf = [0; 10];
+    mem.open(Path::new("/db/v"), false)
+        .unwrap()
+        .read_exact_at(0, &mut buf)
+        .unwrap();
+    assert_eq!(&buf, b"hello worl");
+    fs.set_space_left(None);
+    fs.fail_once_after(Op::Write, 0, libc::EIO);
+    let err = file
+        .write_vectored_at(0, &[IoSlice::new(b"a"), IoSlice::new(b"b")])
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+}

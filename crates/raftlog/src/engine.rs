@@ -14,20 +14,21 @@
 //! Concurrency: see `write_group.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
 
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use strata_codec::{crc32c, looks_incompressible, lz4_compress};
+use strata_codec::{crc32c, looks_incompressible, lz4_compress_into};
 use strata_fs::{DiskFs, FileLock, FileSystem};
 
 use crate::format::{
     FileId, Queue, RecordHeader, CODEC_LZ4, CODEC_NONE, FILE_HEADER_LEN, RECORD_HEADER_LEN,
 };
 use crate::index::{EntryLoc, FileRef, Index, RecordLoc};
-use crate::log_batch::{decode_items, entry_at, LogBatch};
+use crate::log_batch::{decode_items_with_capacity, entry_at, spare, LogBatch};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::pipe::Pipe;
 use crate::recovery::RecoveryReport;
@@ -42,6 +43,8 @@ pub(crate) struct WriteRequest {
     payload: Mutex<Payload>,
     stored_len: u32,
     raw_len: u32,
+    /// Items in the payload, to size the decoded list.
+    item_count: usize,
     payload_crc: u32,
     codec: u8,
     sync: bool,
@@ -60,8 +63,12 @@ impl Payload {
         self.raw.as_deref().unwrap_or(&self.stored)
     }
 
-    fn into_raw(self) -> Vec<u8> {
-        self.raw.unwrap_or(self.stored)
+    /// Returns the uncompressed buffer and, if there is one, the compressed one.
+    fn into_parts(self) -> (Vec<u8>, Option<Vec<u8>>) {
+        match self.raw {
+            Some(raw) => (raw, Some(self.stored)),
+            None => (self.stored, None),
+        }
     }
 }
 
@@ -197,36 +204,60 @@ impl Engine {
         }
         self.check_continuity(batch)?;
         let raw = std::mem::take(&mut batch.payload);
-        let request = self.encode(raw, sync);
+        let request = self.encode(raw, batch.item_count, sync);
         let len = request.record_len() as usize;
         let start = Instant::now();
         let served = self.queue.submit(request, |group| self.serve(group));
         self.metrics.record_write(start.elapsed());
+        // The leader is done with the payload: take the buffers back.
+        let payload = std::mem::replace(
+            &mut *served.writer.request.payload.lock(),
+            Payload {
+                stored: Vec::new(),
+                raw: None,
+            },
+        );
         match served.outcome {
             Ok(()) => {
+                // Keep the allocations for the batch's next use.
+                let (raw, compressed) = payload.into_parts();
                 batch.clear();
+                batch.payload = raw;
+                batch.payload.clear();
+                if let Some(c) = compressed {
+                    spare::give(c);
+                }
                 Ok(len)
             }
             Err(e) => {
                 // Give the batch back intact so the caller may retry it.
-                let payload = std::mem::replace(
-                    &mut *served.writer.request.payload.lock(),
-                    Payload {
-                        stored: Vec::new(),
-                        raw: None,
-                    },
-                );
-                batch.payload = payload.into_raw();
+                let (raw, compressed) = payload.into_parts();
+                batch.payload = raw;
+                if let Some(c) = compressed {
+                    spare::give(c);
+                }
                 Err(e)
             }
         }
     }
 
     fn check_continuity(&self, batch: &LogBatch) -> Result<()> {
-        let mut last_in_batch: rustc_hash::FxHashMap<u64, u64> = Default::default();
-        for &(group, first, count, _) in &batch.entry_runs {
-            let last = match last_in_batch.get(&group) {
-                Some(l) => Some(*l),
+        let runs = &batch.entry_runs;
+        // A small batch finds its own earlier runs of a group by looking back,
+        // which allocates nothing; a big one keeps a map.
+        let mut last_in_batch: Option<rustc_hash::FxHashMap<u64, u64>> =
+            (runs.len() > 32).then(Default::default);
+        for (i, &(group, first, count, _)) in runs.iter().enumerate() {
+            let earlier = match &last_in_batch {
+                Some(map) => map.get(&group).copied(),
+                None => runs[..i]
+                    .iter()
+                    .rev()
+                    .find(|r| r.0 == group)
+                    .map(|r| r.1 + r.2 as u64 - 1),
+            };
+            let last = match earlier {
+                Some(l) => Some(l),
                 None => self.index.group(group).and_then(|g| g.read().last_index()),
             };
             if let Some(last) = last {
@@ -236,16 +267,29 @@ impl Engine {
                     )));
                 }
             }
-            last_in_batch.insert(group, first + count as u64 - 1);
+            if let Some(map) = &mut last_in_batch {
+                map.insert(group, first + count as u64 - 1);
+            }
         }
         Ok(())
     }
 
-    fn encode(&self, raw: Vec<u8>, sync: bool) -> WriteRequest {
+    fn encode(&self, raw: Vec<u8>, item_count: usize, sync: bool) -> WriteRequest {
+        thread_local! {
+            /// Whether this thread's last compressed batch saved at least an
+            /// eighth. While it does, skip the sample and compress at once: on
+            /// compressible data the sample is pure overhead.
+            static COMPRESSES_WELL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
         let threshold = self.pipe.config.compression_threshold_bytes;
         let raw_len = raw.len() as u32;
-        if threshold > 0 && raw.len() as u64 >= threshold && !looks_incompressible(&raw) {
-            let compressed = lz4_compress(&raw);
+        if threshold > 0
+            && raw.len() as u64 >= threshold
+            && (COMPRESSES_WELL.get() || !looks_incompressible(&raw))
+        {
+            let mut compressed = spare::take();
+            lz4_compress_into(&raw, &mut compressed);
+            COMPRESSES_WELL.set(compressed.len() * 8 <= raw.len() * 7);
             if compressed.len() < raw.len() {
                 Metrics::add(&self.metrics.compressed_batches, 1);
                 return WriteRequest {
@@ -256,10 +300,12 @@ impl Engine {
                         raw: Some(raw),
                     }),
                     raw_len,
+                    item_count,
                     codec: CODEC_LZ4,
                     sync,
                 };
             }
+            spare::give(compressed);
         }
         WriteRequest {
             payload_crc: crc32c(&raw),
@@ -269,12 +315,12 @@ impl Engine {
                 raw: None,
             }),
             raw_len,
+            item_count,
             codec: CODEC_NONE,
             sync,
         }
     }
 
-    /// Serves one group commit: runs on the leader's thread.
     fn serve(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Vec<Result<()>> {
         match self.serve_inner(group) {
             Ok(()) => group.iter().map(|_| Ok(())).collect(),
@@ -296,29 +342,41 @@ impl Engine {
             )));
         }
         let file_id = active.id.to_u64();
-        let mut buf = Vec::with_capacity(total as usize + RECORD_HEADER_LEN);
-        let mut sync = false;
-        for w in group {
-            let r = &w.request;
-            let header = RecordHeader {
-                file_id,
-                stored_len: r.stored_len,
-                raw_len: r.raw_len,
-                payload_crc: r.payload_crc,
-                codec: r.codec,
-            };
-            buf.extend_from_slice(&header.encode());
-            buf.extend_from_slice(&r.payload.lock().stored);
-            sync |= r.sync;
+        // One gathered write of every record and the end marker: no copy of
+        // the payloads into one buffer.
+        let headers: Vec<[u8; RECORD_HEADER_LEN]> = group
+            .iter()
+            .map(|w| {
+                let r = &w.request;
+                RecordHeader {
+                    file_id,
+                    stored_len: r.stored_len,
+                    raw_len: r.raw_len,
+                    payload_crc: r.payload_crc,
+                    codec: r.codec,
+                }
+                .encode()
+            })
+            .collect();
+        let sync = group.iter().any(|w| w.request.sync);
+        let payloads: Vec<_> = group.iter().map(|w| w.request.payload.lock()).collect();
+        let mut slices = Vec::with_capacity(2 * group.len() + 1);
+        for (header, payload) in headers.iter().zip(&payloads) {
+            slices.push(IoSlice::new(header));
+            slices.push(IoSlice::new(&payload.stored));
         }
-        buf.extend_from_slice(&crate::format::END_MARKER);
+        slices.push(IoSlice::new(&crate::format::END_MARKER));
         let path = self.pipe.path(active.id);
         fail::fail_point!("raftlog::write::append", |_| Err(Error::Io {
             op: "write",
             path: path.clone(),
             source: std::io::Error::other("fail point"),
         }));
-        if let Err(e) = active.file.write_at(active.offset, &buf) {
+        let written = active.file.write_vectored_at(active.offset, &slices);
+        // Unlock the payloads: the loop below locks them again.
+        drop(slices);
+        drop(payloads);
+        if let Err(e) = written {
             // Part of the group may be in the file. Cut it off, so that a later,
             // shorter record cannot leave a valid-looking unacknowledged record
             // after itself; if the cut fails, nothing about the file is known.
@@ -355,8 +413,8 @@ impl Engine {
                 len: w.request.record_len() as u32,
             };
             let payload = w.request.payload.lock();
-            let items =
-                decode_items(payload.raw()).expect("a batch built by LogBatch always decodes");
+            let items = decode_items_with_capacity(payload.raw(), w.request.item_count)
+                .expect("a batch built by LogBatch always decodes");
             shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
             active.section.add_record(loc.len, &items);
             offset += loc.len as u64;

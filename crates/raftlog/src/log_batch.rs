@@ -75,6 +75,47 @@ impl Item<'_> {
     }
 }
 
+/// Spare payload buffers of this thread: a new batch takes one and a dropped
+/// batch gives its buffer back, and the engine compresses into one, so a caller
+/// that builds a fresh batch per write does not regrow a buffer from empty (a
+/// chain of reallocations and copies) on every write.
+pub(crate) mod spare {
+    use std::cell::RefCell;
+
+    /// A batch's payload and a compressed copy of it.
+    const KEEP: usize = 2;
+    /// Larger buffers are rare; holding them per thread would cost memory.
+    const MAX_CAPACITY: usize = 1 << 20;
+
+    thread_local! {
+        static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Returns an empty buffer, with capacity when this thread has one spare.
+    pub(crate) fn take() -> Vec<u8> {
+        // `try_with` fails only while the thread is being torn down.
+        SPARE
+            .try_with(|s| s.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Keeps `buf` for a later [`take`] on this thread, if it is worth keeping.
+    pub(crate) fn give(mut buf: Vec<u8>) {
+        if buf.capacity() == 0 || buf.capacity() > MAX_CAPACITY {
+            return;
+        }
+        buf.clear();
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < KEEP {
+                s.push(buf);
+            }
+        });
+    }
+}
+
 /// A set of changes to any number of groups, written atomically by
 /// [`crate::Engine::write`]: after any crash all of it or none of it is visible.
 ///
@@ -91,7 +132,11 @@ pub struct LogBatch {
 impl LogBatch {
     /// Returns an empty batch.
     pub fn new() -> Self {
-        Self::default()
+        LogBatch {
+            payload: spare::take(),
+            entry_runs: Vec::new(),
+            item_count: 0,
+        }
     }
 
     /// Returns true when nothing has been added.
@@ -172,9 +217,24 @@ impl LogBatch {
     }
 }
 
+impl Drop for LogBatch {
+    fn drop(&mut self) {
+        spare::give(std::mem::take(&mut self.payload));
+    }
+}
+
 /// Decodes every item of a batch payload. Fails on the first malformed item.
 pub fn decode_items(payload: &[u8]) -> Result<Vec<Item<'_>>, DecodeError> {
-    let mut items = Vec::new();
+    decode_items_with_capacity(payload, 0)
+}
+
+/// [`decode_items`] into a vector sized for `expected` items up front.
+pub(crate) fn decode_items_with_capacity(
+    payload: &[u8],
+    expected: usize,
+) -> Result<Vec<Item<'_>>, DecodeError> {
+    // The hint comes from our own batch, but cap it all the same.
+    let mut items = Vec::with_capacity(expected.min(payload.len()));
     let mut r = Reader::new(payload);
     while !r.is_empty() {
         let at = r.position();
@@ -333,6 +393,30 @@ mod tests {
                 assert!(items.len() < 2);
             }
         }
+    }
+
+    #[test]
+    fn a_dropped_batch_lends_its_buffer_to_the_next_one_on_the_thread() {
+        while spare::take().capacity() > 0 {}
+        let mut b = LogBatch::new();
+        b.add_entries(1, 1, &[vec![0u8; 5000]]);
+        let cap = b.payload.capacity();
+        drop(b);
+        let b = LogBatch::new();
+        assert!(b.is_empty());
+        assert_eq!((b.payload.len(), b.payload.capacity()), (0, cap));
+        drop(b);
+
+        // Only a few buffers are kept, and never huge ones.
+        for _ in 0..10 {
+            spare::give(Vec::with_capacity(100));
+        }
+        spare::give(Vec::with_capacity(64 << 20));
+        let taken: Vec<Vec<u8>> = (0..10).map(|_| spare::take()).collect();
+        assert!(taken.iter().filter(|v| v.capacity() > 0).count() <= 2);
+        assert!(taken
+            .iter()
+            .all(|v| v.is_empty() && v.capacity() < 64 << 20));
     }
 
     proptest::proptest! {

@@ -32,6 +32,9 @@ enum Slot<R> {
 struct QueueState<T, R> {
     leader_active: bool,
     pending: Vec<Arc<Writer<T, R>>>,
+    /// An empty vector with capacity, swapped in for `pending` when a leader
+    /// takes its group, so the queue does not regrow from empty every round.
+    spare: Vec<Arc<Writer<T, R>>>,
 }
 
 /// The queue of writers.
@@ -46,6 +49,7 @@ impl<T, R> WriteQueue<T, R> {
             state: Mutex::new(QueueState {
                 leader_active: false,
                 pending: Vec::new(),
+                spare: Vec::new(),
             }),
         }
     }
@@ -87,7 +91,8 @@ impl<T, R> WriteQueue<T, R> {
             state.leader_active = true;
         }
         // This writer leads: take everyone queued so far, itself included.
-        let group = std::mem::take(&mut state.pending);
+        let spare = std::mem::take(&mut state.spare);
+        let mut group = std::mem::replace(&mut state.pending, spare);
         drop(state);
         debug_assert!(group.iter().any(|w| Arc::ptr_eq(w, &me)));
 
@@ -103,6 +108,8 @@ impl<T, R> WriteQueue<T, R> {
             }
         }
 
+        // Drop the group's references before taking the lock, not under it.
+        group.clear();
         let mut state = self.state.lock();
         match state.pending.first() {
             Some(next) => {
@@ -110,6 +117,9 @@ impl<T, R> WriteQueue<T, R> {
                 next.cv.notify_one();
             }
             None => state.leader_active = false,
+        }
+        if state.spare.capacity() == 0 {
+            state.spare = group;
         }
         drop(state);
         Served {

@@ -1,0 +1,119 @@
+//! The write path's reuse of buffers and its shortcuts keep `Engine::write`'s
+//! contract: a batch reused after a write, a thread whose data turns
+//! incompressible, and gap checks in small and large batches.
+
+use std::sync::Arc;
+
+use strata_fs::{FileSystem, MemFs};
+use strata_raftlog::{Config, Engine, Error, LogBatch};
+
+fn open(fs: &MemFs) -> Engine {
+    let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    Engine::open_with_fs("/db", Config::default(), dyn_fs).unwrap()
+}
+
+/// 16 KiB of noise: lz4 cannot shrink it.
+fn noise(seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..16 << 10)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_reused_after_writes_holds_only_its_new_items() {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut b = LogBatch::new();
+    for i in 1..=50u64 {
+        // Alternate big compressible and small batches through the same buffers.
+        let entry = if i % 2 == 0 {
+            vec![i as u8; 20 << 10]
+        } else {
+            format!("e{i}").into_bytes()
+        };
+        b.add_entries(1, i, &[entry]);
+        b.put(1, b"k", &i.to_le_bytes());
+        engine.write(&mut b, false).unwrap();
+        assert!(b.is_empty());
+        assert_eq!(b.approximate_size(), 0);
+    }
+    assert!(engine.metrics().compressed_batches > 0);
+    drop(engine);
+    let engine = open(&fs);
+    for i in 1..=50u64 {
+        let want = if i % 2 == 0 {
+            vec![i as u8; 20 << 10]
+        } else {
+            format!("e{i}").into_bytes()
+        };
+        assert_eq!(engine.get_entry(1, i).unwrap().unwrap(), want, "entry {i}");
+    }
+    assert_eq!(engine.get(1, b"k").unwrap(), 50u64.to_le_bytes());
+}
+
+#[test]
+fn data_turning_incompressible_is_stored_raw_and_back() {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut index = 0;
+    let mut write = |entry: Vec<u8>| {
+        index += 1;
+        let before = engine.metrics().compressed_batches;
+        let mut b = LogBatch::new();
+        b.add_entries(1, index, &[entry]);
+        engine.write(&mut b, false).unwrap();
+        engine.metrics().compressed_batches > before
+    };
+    assert!(write(vec![7; 16 << 10]));
+    assert!(write(vec![8; 16 << 10]));
+    // After compressible batches the thread compresses without sampling first;
+    // noise must still end up stored raw.
+    assert!(!write(noise(1)));
+    assert!(!write(noise(2)));
+    assert!(write(vec![9; 16 << 10]));
+    drop(engine);
+    let engine = open(&fs);
+    assert_eq!(engine.get_entry(1, 3).unwrap().unwrap(), noise(1));
+    assert_eq!(engine.get_entry(1, 4).unwrap().unwrap(), noise(2));
+    assert_eq!(engine.get_entry(1, 5).unwrap().unwrap(), vec![9; 16 << 10]);
+}
+
+#[test]
+fn gaps_are_judged_against_the_batch_own_runs_in_small_and_large_batches() {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    // 4 runs (looked back linearly) and 100 runs (kept in a map).
+    for groups in [4u64, 100] {
+        let base = groups * 1000;
+        let mut b = LogBatch::new();
+        for g in base..base + groups {
+            b.add_entries(g, 1, &[b"a"]);
+            b.add_entries(g, 2, &[b"b"]);
+        }
+        // Index 3 follows the batch's own run, though not the index's (empty).
+        b.add_entries(base + 1, 3, &[b"c"]);
+        engine.write(&mut b, false).unwrap();
+        assert_eq!(engine.last_index(base + 1), Some(3));
+
+        let mut b = LogBatch::new();
+        for g in base + 1..base + groups {
+            b.add_entries(g, 3, &[b"c"]);
+        }
+        // The batch cuts `base` back to 1, so 3 leaves a gap, though it would
+        // follow the index's last index (2).
+        b.add_entries(base, 1, &[b"x"]);
+        b.add_entries(base, 3, &[b"gap"]);
+        let err = engine.write(&mut b, false).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        // The refused batch is intact and nothing of it was applied.
+        assert!(!b.is_empty());
+        assert_eq!(engine.last_index(base), Some(2));
+        assert_eq!(engine.last_index(base + 2), Some(2));
+    }
+}
