@@ -321,6 +321,7 @@ impl Engine {
         }
     }
 
+    /// Serves one group commit: runs on the leader's thread.
     fn serve(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Vec<Result<()>> {
         match self.serve_inner(group) {
             Ok(()) => group.iter().map(|_| Ok(())).collect(),
