@@ -120,6 +120,15 @@ pub struct Engine {
     poisoned: AtomicBool,
     poison_reason: Mutex<String>,
     pub(crate) min_dirty: AtomicU64,
+    /// Writers between their continuity check and the queue (encoding and
+    /// compressing); `encoded` is notified when it drops to zero.
+    encoding: Mutex<usize>,
+    encoded: parking_lot::Condvar,
+    /// Compactions made in the index and not yet logged: the next group commit
+    /// writes them ahead of its records (see `compact_to`).
+    pending_compactions: Mutex<Vec<(u64, u64)>>,
+    /// Sequence of the active append file (only grows).
+    active_seq: AtomicU64,
     pub(crate) purge_lock: Mutex<()>,
     /// End offset of every sealed append file, for sizing purge.
     pub(crate) append_sizes: Mutex<std::collections::BTreeMap<u64, u64>>,
@@ -155,6 +164,7 @@ impl Engine {
         let metrics = Metrics::new();
         let index = Index::new();
         let recovered = crate::recovery::recover(&fs, &dir, &config, &index, &metrics)?;
+        let active_seq = recovered.active.id.seq;
         let pipe = Pipe {
             fs,
             dir,
@@ -173,6 +183,10 @@ impl Engine {
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(String::new()),
             min_dirty: AtomicU64::new(recovered.min_dirty),
+            pending_compactions: Mutex::new(Vec::new()),
+            encoding: Mutex::new(0),
+            encoded: parking_lot::Condvar::new(),
+            active_seq: AtomicU64::new(active_seq),
             purge_lock: Mutex::new(()),
             append_sizes: Mutex::new(recovered.append_sizes),
             report: recovered.report,
@@ -204,10 +218,24 @@ impl Engine {
         }
         self.check_continuity(batch)?;
         let raw = std::mem::take(&mut batch.payload);
+        *self.encoding.lock() += 1;
         let request = self.encode(raw, batch.item_count, sync);
+        {
+            let mut n = self.encoding.lock();
+            *n -= 1;
+            if *n == 0 {
+                self.encoded.notify_all();
+            }
+        }
         let len = request.record_len() as usize;
         let start = Instant::now();
-        let served = self.queue.submit(request, |group| self.serve(group));
+        let served = self.queue.submit(
+            request,
+            WriteRequest::record_len,
+            GROUP_BYTES_MAX,
+            || self.gather(),
+            |group| self.serve(group),
+        );
         self.metrics.record_write(start.elapsed());
         // The leader is done with the payload: take the buffers back.
         let payload = std::mem::replace(
@@ -321,6 +349,21 @@ impl Engine {
         }
     }
 
+    /// Before a leader takes its group: waits (briefly) for the writers that
+    /// are compressing their batches, so they join this group. Otherwise they
+    /// queue one by one while the leader appends, competing with it for the
+    /// CPU and waiting a whole extra sync; with many writers on few cores a
+    /// leader's append took ten times as long (`docs/raftlog.md`).
+    fn gather(&self) {
+        let deadline = Instant::now() + GATHER_WAIT_MAX;
+        let mut n = self.encoding.lock();
+        while *n > 0 {
+            if self.encoded.wait_until(&mut n, deadline).timed_out() {
+                break;
+            }
+        }
+    }
+
     /// Serves one group commit: runs on the leader's thread.
     fn serve(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Vec<Result<()>> {
         match self.serve_inner(group) {
@@ -331,8 +374,31 @@ impl Engine {
 
     fn serve_inner(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Result<()> {
         self.check_poisoned()?;
+        let compactions = std::mem::take(&mut *self.pending_compactions.lock());
+        if compactions.is_empty() {
+            return self.append_group(group, None);
+        }
+        let mut batch = LogBatch::new();
+        for &(g, index) in &compactions {
+            batch.compact_to(g, index);
+        }
+        let outcome = self.append_group(group, Some(&batch.payload));
+        if outcome.is_err() {
+            // Not logged: the next group commit tries again.
+            self.pending_compactions.lock().splice(0..0, compactions);
+        }
+        outcome
+    }
+
+    /// Appends the group's records, after a record of `compactions` if given.
+    fn append_group(
+        &self,
+        group: &[Arc<Writer<WriteRequest, Result<()>>>],
+        compactions: Option<&[u8]>,
+    ) -> Result<()> {
         let mut active = self.pipe.append.lock();
-        let total: u64 = group.iter().map(|w| w.request.record_len()).sum();
+        let extra_len = compactions.map_or(0, |p| (RECORD_HEADER_LEN + p.len()) as u64);
+        let total: u64 = extra_len + group.iter().map(|w| w.request.record_len()).sum::<u64>();
         let target = self.pipe.config.target_file_size_bytes;
         if active.offset > FILE_HEADER_LEN as u64 && active.offset + total > target {
             self.rotate_append(&mut active)?;
@@ -359,9 +425,23 @@ impl Engine {
                 .encode()
             })
             .collect();
+        let extra_header = compactions.map(|p| {
+            RecordHeader {
+                file_id,
+                stored_len: p.len() as u32,
+                raw_len: p.len() as u32,
+                payload_crc: crc32c(p),
+                codec: CODEC_NONE,
+            }
+            .encode()
+        });
         let sync = group.iter().any(|w| w.request.sync);
         let payloads: Vec<_> = group.iter().map(|w| w.request.payload.lock()).collect();
-        let mut slices = Vec::with_capacity(2 * group.len() + 1);
+        let mut slices = Vec::with_capacity(2 * group.len() + 3);
+        if let (Some(header), Some(payload)) = (&extra_header, compactions) {
+            slices.push(IoSlice::new(header));
+            slices.push(IoSlice::new(payload));
+        }
         for (header, payload) in headers.iter().zip(&payloads) {
             slices.push(IoSlice::new(header));
             slices.push(IoSlice::new(&payload.stored));
@@ -407,6 +487,19 @@ impl Engine {
         let file = FileRef::new(active.id);
         let mut offset = active.offset;
         let mut shadows = false;
+        if let Some(payload) = compactions {
+            // Already applied by `compact_to`; applying again changes nothing.
+            let loc = RecordLoc {
+                file,
+                offset: offset as u32,
+                len: extra_len as u32,
+            };
+            let items = crate::log_batch::decode_items(payload)
+                .expect("a batch built by LogBatch always decodes");
+            shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
+            active.section.add_record(loc.len, &items);
+            offset += extra_len;
+        }
         for w in group {
             let loc = RecordLoc {
                 file,
@@ -464,6 +557,7 @@ impl Engine {
             return Err(e);
         }
         self.append_sizes.lock().insert(sealed.0, sealed.1);
+        self.active_seq.store(active.id.seq, Ordering::SeqCst);
         Ok(())
     }
 
@@ -482,6 +576,7 @@ impl Engine {
     /// Makes every write so far durable.
     pub fn sync(&self) -> Result<()> {
         self.check_poisoned()?;
+        self.flush_compactions()?;
         let active = self.pipe.append.lock();
         if let Err(e) = active.file.sync_data() {
             let e = Error::io("sync", self.pipe.path(active.id))(e);
@@ -649,27 +744,52 @@ impl Engine {
         }
     }
 
-    /// Drops the entries of `group` below `index` (logged without sync); returns
-    /// how many were dropped.
+    /// Drops the entries of `group` below `index`; returns how many were
+    /// dropped. The compaction is in the index at once and is logged, without
+    /// a sync, ahead of the records of the next group commit (any writer's,
+    /// purge's, `sync`'s or `close`'s), so it never waits for I/O. Like any
+    /// unsynced write it is durable once a later sync covers it, and a crash
+    /// before that brings the entries back: never a write made after it
+    /// without the compaction.
     pub fn compact_to(&self, group: u64, index: u64) -> Result<u64> {
-        let Some(first) = self.first_index(group) else {
+        self.check_poisoned()?;
+        let Some(g) = self.index.group(group) else {
             return Ok(0);
         };
-        if index <= first {
-            return Ok(0);
+        let (dropped, effect) = {
+            let mut g = g.write();
+            if g.first_index().is_none_or(|first| index <= first) {
+                return Ok(0);
+            }
+            // Queued under the group's lock, so the log has this group's
+            // compactions in the order they were made.
+            self.pending_compactions.lock().push((group, index));
+            g.compact_to(index)
+        };
+        if effect.shadows_rewrite {
+            // The record lands in the active file or a later one.
+            self.min_dirty
+                .fetch_min(self.active_seq.load(Ordering::SeqCst), Ordering::SeqCst);
         }
-        let before = self
-            .index
-            .group(group)
-            .map_or(0, |g| g.read().entry_count());
+        self.index.drop_if_empty(group);
+        Ok(dropped)
+    }
+
+    /// Logs the compactions `compact_to` queued, without sync.
+    pub(crate) fn flush_compactions(&self) -> Result<()> {
+        let pending = std::mem::take(&mut *self.pending_compactions.lock());
+        if pending.is_empty() {
+            return Ok(());
+        }
         let mut batch = LogBatch::new();
-        batch.compact_to(group, index);
-        self.write(&mut batch, false)?;
-        let after = self
-            .index
-            .group(group)
-            .map_or(0, |g| g.read().entry_count());
-        Ok(before.saturating_sub(after))
+        for &(g, index) in &pending {
+            batch.compact_to(g, index);
+        }
+        if let Err(e) = self.write(&mut batch, false) {
+            self.pending_compactions.lock().splice(0..0, pending);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Returns the ids of all groups, sorted.
@@ -701,8 +821,9 @@ impl Engine {
 
     /// Returns counts of the files on disk.
     pub fn file_stats(&self) -> FileStats {
-        let files = self.pipe.files.read();
+        // The append lock before `files`, as rotation takes them.
         let active = self.pipe.append.lock();
+        let files = self.pipe.files.read();
         let sizes = self.append_sizes.lock();
         let append: Vec<u64> = files
             .keys()
@@ -748,6 +869,7 @@ impl Engine {
             // Nothing more can be made durable; the failure was reported.
             return Ok(());
         }
+        self.flush_compactions()?;
         // Writers still queued are served by their leader before the lock is ours.
         let _purge = self.purge_lock.lock();
         if let Some(rw) = self.pipe.rewrite.lock().as_ref() {
@@ -772,3 +894,11 @@ impl Engine {
 }
 
 const RETRIES: usize = 8;
+
+/// Bytes of records one group commit appends at most (one batch may exceed
+/// it alone). A larger append only makes its writers wait longer: by a few
+/// megabytes a sync already runs near the disk's bandwidth.
+const GROUP_BYTES_MAX: u64 = 4 << 20;
+
+/// The longest a leader waits for writers still compressing (see `gather`).
+const GATHER_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(2);

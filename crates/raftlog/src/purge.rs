@@ -51,6 +51,9 @@ impl Engine {
     /// Frees the oldest files; see the module docs of `purge.rs`.
     pub fn purge(&self) -> Result<PurgeOutcome> {
         let _guard = self.purge_lock.lock();
+        // Compactions still only in the index may free files below; log them
+        // first, so the sync before any deletion makes them durable.
+        self.flush_compactions()?;
         let mut out = PurgeOutcome::default();
         Metrics::add(&self.metrics.purges, 1);
         fail::fail_point!("raftlog::purge::start", |_| Err(Error::Io {

@@ -57,9 +57,16 @@ impl<T, R> WriteQueue<T, R> {
     /// Submits `request` and returns the served writer, holding the outcome.
     /// `serve` is called by whichever writer leads, with every request of its
     /// group in arrival order, and must return one outcome per request.
+    /// A group takes the queued writers in order up to `budget` of their
+    /// `weight` (at least one writer).
+    /// `gather` runs on the leader just before it takes its group, without the
+    /// queue's lock: it may wait for writers about to queue.
     pub fn submit(
         &self,
         request: T,
+        weight: impl Fn(&T) -> u64,
+        budget: u64,
+        gather: impl Fn(),
         serve: impl Fn(&[Arc<Writer<T, R>>]) -> Vec<R>,
     ) -> Served<T, R> {
         let me = Arc::new(Writer {
@@ -90,9 +97,27 @@ impl<T, R> WriteQueue<T, R> {
         } else {
             state.leader_active = true;
         }
-        // This writer leads: take everyone queued so far, itself included.
-        let spare = std::mem::take(&mut state.spare);
-        let mut group = std::mem::replace(&mut state.pending, spare);
+        drop(state);
+        gather();
+        let mut state = self.state.lock();
+        // This writer leads: take everyone queued so far, itself (the first)
+        // included, up to `budget` of their weight; the rest form the next group.
+        let mut taken = 0u64;
+        let n = state
+            .pending
+            .iter()
+            .position(|w| {
+                taken += weight(&w.request);
+                taken > budget
+            })
+            .unwrap_or(state.pending.len())
+            .max(1);
+        let mut group = if n == state.pending.len() {
+            let spare = std::mem::take(&mut state.spare);
+            std::mem::replace(&mut state.pending, spare)
+        } else {
+            state.pending.drain(..n).collect()
+        };
         drop(state);
         debug_assert!(group.iter().any(|w| Arc::ptr_eq(w, &me)));
 
@@ -153,12 +178,18 @@ mod tests {
                     for i in 0..200 {
                         let req = t * 1000 + i;
                         let out = q
-                            .submit(req, |group| {
-                                groups.fetch_add(1, Ordering::Relaxed);
-                                served.fetch_add(group.len(), Ordering::Relaxed);
-                                std::thread::sleep(std::time::Duration::from_micros(50));
-                                group.iter().map(|w| w.request * 2).collect()
-                            })
+                            .submit(
+                                req,
+                                |_| 1,
+                                u64::MAX,
+                                || {},
+                                |group| {
+                                    groups.fetch_add(1, Ordering::Relaxed);
+                                    served.fetch_add(group.len(), Ordering::Relaxed);
+                                    std::thread::sleep(std::time::Duration::from_micros(50));
+                                    group.iter().map(|w| w.request * 2).collect()
+                                },
+                            )
                             .outcome;
                         assert_eq!(out, req * 2);
                     }
@@ -170,5 +201,43 @@ mod tests {
         }
         assert_eq!(served.load(Ordering::Relaxed), 1600);
         assert!(groups.load(Ordering::Relaxed) <= 1600);
+    }
+
+    #[test]
+    fn groups_stay_within_their_budget() {
+        let q = Arc::new(WriteQueue::<u64, u64>::new());
+        let over = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (q, over) = (q.clone(), over.clone());
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        // Weights 1..=5; a group may weigh 7 at most.
+                        let w = (t + i) % 5 + 1;
+                        let out = q
+                            .submit(
+                                w,
+                                |w| *w,
+                                7,
+                                || std::thread::sleep(std::time::Duration::from_micros(20)),
+                                |group| {
+                                    let total: u64 = group.iter().map(|w| w.request).sum();
+                                    if total > 7 && group.len() > 1 {
+                                        over.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    std::thread::sleep(std::time::Duration::from_micros(50));
+                                    group.iter().map(|w| w.request + 100).collect()
+                                },
+                            )
+                            .outcome;
+                        assert_eq!(out, w + 100);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(over.load(Ordering::Relaxed), 0);
     }
 }

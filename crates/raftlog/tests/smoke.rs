@@ -104,3 +104,56 @@ fn rewrite_moves_lagging_groups_and_survives_reopen() {
     assert_eq!(engine.get(1, b"k"), None);
     assert_eq!(engine.last_index(2), Some(4000));
 }
+
+/// `compact_to` shows at once and is logged ahead of the next group commit:
+/// a crash before any later write may bring the entries back, but a synced
+/// write after the compaction makes the compaction durable too, and so do
+/// `sync`, `purge` and `close`.
+#[test]
+fn compactions_are_logged_with_the_next_write() {
+    use strata_fs::CrashMode;
+    let write = |engine: &Engine, group: u64, index: u64, sync: bool| {
+        let mut b = LogBatch::new();
+        b.add_entries(group, index, &[vec![index as u8; 100]]);
+        engine.write(&mut b, sync).unwrap();
+    };
+    let fs = MemFs::new();
+    let open =
+        |fs: &MemFs| Engine::open_with_fs("/db", small_config(), Arc::new(fs.clone())).unwrap();
+    let engine = open(&fs);
+    for i in 1..=50 {
+        write(&engine, 1, i, true);
+        write(&engine, 2, i, true);
+    }
+    assert_eq!(engine.compact_to(1, 20).unwrap(), 19);
+    assert_eq!(engine.first_index(1), Some(20));
+    assert_eq!(engine.get_entry(1, 5).unwrap(), None);
+    assert_eq!(engine.compact_to(1, 10).unwrap(), 0, "already compacted");
+    // Only in the index so far: a crash now loses the compaction, nothing else.
+    let lost = fs.deep_clone();
+    lost.crash(CrashMode::DropUnsynced);
+    assert_eq!(open(&lost).first_index(1), Some(1));
+    // Another group's synced write carries it.
+    write(&engine, 2, 51, true);
+    let kept = fs.deep_clone();
+    kept.crash(CrashMode::DropUnsynced);
+    let reopened = open(&kept);
+    assert_eq!(reopened.first_index(1), Some(20));
+    assert_eq!(reopened.last_index(2), Some(51));
+    drop(reopened);
+    // `sync` logs pending compactions too.
+    assert_eq!(engine.compact_to(2, 30).unwrap(), 29);
+    engine.sync().unwrap();
+    let synced = fs.deep_clone();
+    synced.crash(CrashMode::DropUnsynced);
+    assert_eq!(open(&synced).first_index(2), Some(30));
+    // And `close`.
+    assert_eq!(engine.compact_to(2, 40).unwrap(), 10);
+    engine.close().unwrap();
+    fs.crash(CrashMode::DropUnsynced);
+    let engine = open(&fs);
+    assert_eq!(
+        (engine.first_index(1), engine.first_index(2)),
+        (Some(20), Some(40))
+    );
+}
