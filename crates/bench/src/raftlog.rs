@@ -382,10 +382,14 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         print_intro(&echo);
     }
 
-    let mut medians = Vec::new();
-    for &kind in &engines {
-        let mut records = Vec::with_capacity(args.runs);
-        for run in 1..=args.runs {
+    // Runs interleave the engines and rotate which goes first, so that drift
+    // of the machine over the invocation (page cache, other load) and the
+    // cost of going first fall on every engine alike.
+    let mut per_engine: Vec<Vec<RunRecord>> = vec![Vec::with_capacity(args.runs); engines.len()];
+    for run in 1..=args.runs {
+        for k in 0..engines.len() {
+            let e = (k + run - 1) % engines.len();
+            let kind = engines[e];
             let record = run_once(kind, &spec, &options, &args.dir, &echo, run, args.runs)?;
             if args.json {
                 print_json(&record);
@@ -399,10 +403,10 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
                     fmt_count(record.latency_us_p99)
                 );
             }
-            records.push(record);
+            per_engine[e].push(record);
         }
-        medians.push(median_record(&records));
     }
+    let mut medians: Vec<RunRecord> = per_engine.iter().map(|r| median_record(r)).collect();
     if args.probe_seconds > 0.0 {
         add_disk_limits(&mut medians, &args.dir, args.probe_seconds, args.json)?;
     }
@@ -450,6 +454,12 @@ fn run_once(
     runs: usize,
 ) -> Result<RunRecord, BenchError> {
     let dir = parent.join(kind.name());
+    // Peers create only their own directory, not its parents.
+    std::fs::create_dir_all(parent).map_err(|source| BenchError::Io {
+        op: "create dir",
+        path: parent.to_path_buf(),
+        source,
+    })?;
     kind.wipe(&dir)?;
     reset_peak_rss();
     let before = ProcSample::now();
