@@ -218,15 +218,10 @@ impl Engine {
         }
         self.check_continuity(batch)?;
         let raw = std::mem::take(&mut batch.payload);
-        *self.encoding.lock() += 1;
-        let request = self.encode(raw, batch.item_count, sync);
-        {
-            let mut n = self.encoding.lock();
-            *n -= 1;
-            if *n == 0 {
-                self.encoded.notify_all();
-            }
-        }
+        let request = {
+            let _encoding = Encoding::enter(self);
+            self.encode(raw, batch.item_count, sync)
+        };
         let len = request.record_len() as usize;
         let start = Instant::now();
         let served = self.queue.submit(
@@ -899,6 +894,27 @@ const RETRIES: usize = 8;
 /// it alone). A larger append only makes its writers wait longer: by a few
 /// megabytes a sync already runs near the disk's bandwidth.
 const GROUP_BYTES_MAX: u64 = 4 << 20;
+
+/// Counts a writer as encoding while it lives (see `Engine::gather`); the
+/// count drops even if encoding panics, so no leader waits for a dead writer.
+struct Encoding<'a>(&'a Engine);
+
+impl<'a> Encoding<'a> {
+    fn enter(engine: &'a Engine) -> Self {
+        *engine.encoding.lock() += 1;
+        Encoding(engine)
+    }
+}
+
+impl Drop for Encoding<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.encoding.lock();
+        *n -= 1;
+        if *n == 0 {
+            self.0.encoded.notify_all();
+        }
+    }
+}
 
 /// The longest a leader waits for writers still compressing (see `gather`).
 const GATHER_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(2);

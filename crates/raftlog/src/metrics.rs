@@ -96,6 +96,15 @@ impl Metrics {
         self.write_latency_us.lock().saturating_record(us);
     }
 
+    /// Bytes per append (group commit) so far; `u64::MAX` before the first.
+    pub fn mean_append_bytes(&self) -> u64 {
+        let groups = self.write_groups.load(Relaxed);
+        if groups == 0 {
+            return u64::MAX;
+        }
+        self.bytes_written.load(Relaxed) / groups
+    }
+
     pub fn snapshot(&self) -> MetricsSnapshot {
         let h = self.write_latency_us.lock();
         MetricsSnapshot {

@@ -31,6 +31,15 @@ use crate::metrics::Metrics;
 use crate::section::{SectionBuilder, Trailer, TRAILER_LEN};
 use crate::{Config, Error, Result};
 
+/// Appends below this size (on average) leave a recycled file's cache in
+/// place. The page cache builds folios about as large as the writes that
+/// filled them, and an append into a clean cached folio dirties, and writes
+/// back, all of it: after large appends the old folios are large, so the
+/// cache is dropped (`File::drop_cache`; device write amp on workload B 0.65
+/// to 0.52). After small ones the folios are small and keeping the cache is
+/// cheaper than faulting fresh pages in (A-1: 22% more writes/s).
+const SMALL_APPEND_BYTES: u64 = 32 << 10;
+
 /// The file a queue is writing.
 #[derive(Debug)]
 pub(crate) struct ActiveFile {
@@ -118,9 +127,11 @@ impl Pipe {
                         Metrics::add(&metrics.files_recycled, 1);
                         match fs.open(&path, true) {
                             Ok(f) => {
-                                // Best effort: a cache left in place only costs
-                                // write amplification (see `File::drop_cache`).
-                                let _ = f.drop_cache();
+                                if metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
+                                    // Best effort: a cache left in place only
+                                    // costs write amplification.
+                                    let _ = f.drop_cache();
+                                }
                                 f
                             }
                             Err(e) => {

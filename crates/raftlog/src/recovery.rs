@@ -267,9 +267,13 @@ pub(crate) fn recover(
         }
     });
     outcome?;
-    // A hole left after the whole replay means the log restarted there.
+    // A hole left after the whole replay means the log restarted there. Runs
+    // grew by doubling during the replay: give back the slack.
     let mut holes = false;
-    index.for_each_mut(|g| holes |= g.close_holes());
+    index.for_each_mut(|g| {
+        holes |= g.close_holes();
+        g.runs.shrink_to_fit();
+    });
     if holes {
         // The dropped runs may be copies in the rewrite queue.
         min_dirty = 0;
