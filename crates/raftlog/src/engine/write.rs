@@ -1,39 +1,20 @@
-//! `Engine`: the public face of raftlog. Writes go through group commit into
-//! the append queue; reads go to the index and then to the files.
-//!
-//! Invariants:
-//! - A write is applied to the index only after its bytes are in the file (and
-//!   synced, when any writer of its group asked for sync), and in the order of
-//!   the log, so the index never shows what recovery would not.
-//! - After a failed sync `poisoned` is set and stays set: every later write
-//!   fails with [`Error::Poisoned`].
-//! - `min_dirty` is the lowest append-file sequence whose records hide data
-//!   that is still copied in the rewrite queue; purge must not delete such a
-//!   file before it has rewritten the rewrite queue (see `purge.rs`).
-//!
-//! Concurrency: see `write_group.rs` (writers), `index.rs` (readers) and
-//! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
+//! The write path: argument checks, encoding (compression, checksum), group
+//! commit (the leader's append and sync), rotation, `sync` and `compact_to`.
 
 use std::io::IoSlice;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 use strata_codec::{crc32c, looks_incompressible, lz4_compress_into};
-use strata_fs::{DiskFs, FileLock, FileSystem};
 
-use crate::format::{
-    FileId, Queue, RecordHeader, CODEC_LZ4, CODEC_NONE, FILE_HEADER_LEN, RECORD_HEADER_LEN,
-};
-use crate::index::{EntryLoc, FileRef, Index, RecordLoc};
-use crate::log_batch::{decode_items_with_capacity, entry_at, spare, LogBatch};
-use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::pipe::Pipe;
-use crate::recovery::RecoveryReport;
-use crate::write_group::{WriteQueue, Writer};
-use crate::{Config, Error, Result};
+use crate::format::{RecordHeader, CODEC_LZ4, CODEC_NONE, FILE_HEADER_LEN, RECORD_HEADER_LEN};
+use crate::index::{FileRef, RecordLoc};
+use crate::log_batch::{decode_items_with_capacity, spare, LogBatch};
+use crate::metrics::Metrics;
+use crate::write_group::Writer;
+use crate::{Engine, Error, Result};
 
 /// What a writer hands to the group-commit leader.
 #[derive(Debug)]
@@ -78,122 +59,7 @@ impl WriteRequest {
     }
 }
 
-/// Counts of the index's contents and memory.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct IndexStats {
-    /// Groups with any entry or key.
-    pub groups: u64,
-    /// Live entries over all groups.
-    pub entries: u64,
-    /// Keys over all groups.
-    pub keys: u64,
-    /// Approximate heap bytes used by the index, keys' values included.
-    pub memory_bytes: u64,
-    /// Index bytes per live entry, counting only entry locations.
-    pub entry_bytes_per_entry: f64,
-}
-
-/// Counts of the files on disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FileStats {
-    /// Files of the append queue, the active one included.
-    pub append_files: u64,
-    /// Files of the rewrite queue.
-    pub rewrite_files: u64,
-    /// Bytes written into the append queue's files (record ends, not file sizes).
-    pub append_bytes: u64,
-    /// Sequence number of the oldest append file.
-    pub first_append_seq: u64,
-    /// Sequence number of the active append file.
-    pub active_append_seq: u64,
-    /// Purged files kept for reuse.
-    pub recycled_files: u64,
-}
-
-/// The raft log engine. Share it between threads with an `Arc`.
-#[derive(Debug)]
-pub struct Engine {
-    pub(crate) pipe: Pipe,
-    pub(crate) index: Index,
-    pub(crate) metrics: Metrics,
-    queue: WriteQueue<WriteRequest, Result<()>>,
-    poisoned: AtomicBool,
-    poison_reason: Mutex<String>,
-    pub(crate) min_dirty: AtomicU64,
-    /// Writers between their continuity check and the queue (encoding and
-    /// compressing); `encoded` is notified when it drops to zero.
-    encoding: Mutex<usize>,
-    encoded: parking_lot::Condvar,
-    /// Compactions made in the index and not yet logged: the next group commit
-    /// writes them ahead of its records (see `compact_to`).
-    pending_compactions: Mutex<Vec<(u64, u64)>>,
-    /// Sequence of the active append file (only grows).
-    active_seq: AtomicU64,
-    pub(crate) purge_lock: Mutex<()>,
-    /// End offset of every sealed append file, for sizing purge.
-    pub(crate) append_sizes: Mutex<std::collections::BTreeMap<u64, u64>>,
-    report: RecoveryReport,
-    _lock: Box<dyn FileLock>,
-}
-
 impl Engine {
-    /// Opens (creating if needed) the engine in `dir` on the real file system.
-    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Engine> {
-        Self::open_with_fs(dir, config, Arc::new(DiskFs::new()))
-    }
-
-    /// Opens (creating if needed) the engine in `dir` on `fs`, recovering the
-    /// index from the files (see `docs/raftlog.md`).
-    pub fn open_with_fs(
-        dir: impl AsRef<Path>,
-        config: Config,
-        fs: Arc<dyn FileSystem>,
-    ) -> Result<Engine> {
-        config.validate()?;
-        let dir: PathBuf = dir.as_ref().to_path_buf();
-        fs.create_dir_all(&dir)
-            .map_err(Error::io("create dir", &dir))?;
-        let lock_path = dir.join(crate::format::LOCK_FILE_NAME);
-        let lock = fs.lock(&lock_path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Locked(dir.clone())
-            } else {
-                Error::io("lock", &lock_path)(e)
-            }
-        })?;
-        let metrics = Metrics::new();
-        let index = Index::new();
-        let recovered = crate::recovery::recover(&fs, &dir, &config, &index, &metrics)?;
-        let active_seq = recovered.active.id.seq;
-        let pipe = Pipe {
-            fs,
-            dir,
-            config,
-            files: parking_lot::RwLock::new(recovered.files),
-            append: Mutex::new(recovered.active),
-            rewrite: Mutex::new(None),
-            recycled: Mutex::new(recovered.recycled),
-            next_rewrite_seq: Mutex::new(recovered.next_rewrite_seq),
-        };
-        Ok(Engine {
-            pipe,
-            index,
-            metrics,
-            queue: WriteQueue::new(),
-            poisoned: AtomicBool::new(false),
-            poison_reason: Mutex::new(String::new()),
-            min_dirty: AtomicU64::new(recovered.min_dirty),
-            pending_compactions: Mutex::new(Vec::new()),
-            encoding: Mutex::new(0),
-            encoded: parking_lot::Condvar::new(),
-            active_seq: AtomicU64::new(active_seq),
-            purge_lock: Mutex::new(()),
-            append_sizes: Mutex::new(recovered.append_sizes),
-            report: recovered.report,
-            _lock: lock,
-        })
-    }
-
     /// Writes `batch` atomically and empties it; returns the bytes appended.
     /// With `sync`, returns only once the batch is durable. On error the batch
     /// is left as it was, so that it can be retried (after `ENOSPC`, say).
@@ -556,18 +422,6 @@ impl Engine {
         Ok(())
     }
 
-    fn poison(&self, e: &Error) {
-        *self.poison_reason.lock() = e.to_string();
-        self.poisoned.store(true, Ordering::SeqCst);
-    }
-
-    fn check_poisoned(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::SeqCst) {
-            return Err(Error::Poisoned(self.poison_reason.lock().clone()));
-        }
-        Ok(())
-    }
-
     /// Makes every write so far durable.
     pub fn sync(&self) -> Result<()> {
         self.check_poisoned()?;
@@ -580,163 +434,6 @@ impl Engine {
         }
         Metrics::add(&self.metrics.fsyncs, 1);
         Ok(())
-    }
-
-    /// Returns entry `index` of `group`, or `None` if the group does not hold it.
-    pub fn get_entry(&self, group: u64, index: u64) -> Result<Option<Vec<u8>>> {
-        for _ in 0..RETRIES {
-            let Some(g) = self.index.group(group) else {
-                return Ok(None);
-            };
-            let loc = match g.read().find(index) {
-                Some(run) => run.entry(index),
-                None => return Ok(None),
-            };
-            match self.read_entry(loc) {
-                Ok(data) => return Ok(Some(data)),
-                Err(e) if self.moved(group, index, loc) => drop(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(self.retry_error(group, index))
-    }
-
-    /// Returns the entries `begin..end` of `group`, stopping early once their total
-    /// size exceeds `max_bytes` (at least one entry is always returned).
-    pub fn fetch_entries(
-        &self,
-        group: u64,
-        begin: u64,
-        end: u64,
-        max_bytes: usize,
-    ) -> Result<Vec<Vec<u8>>> {
-        if begin >= end {
-            return Ok(Vec::new());
-        }
-        'retry: for _ in 0..RETRIES {
-            let locs: Vec<EntryLoc> = {
-                let Some(g) = self.index.group(group) else {
-                    return Err(Error::Unavailable {
-                        group,
-                        index: begin,
-                    });
-                };
-                let g = g.read();
-                match (g.first_index(), g.last_index()) {
-                    (Some(first), _) if begin < first => {
-                        return Err(Error::Compacted {
-                            group,
-                            index: begin,
-                            first,
-                        })
-                    }
-                    (Some(_), Some(last)) if end <= last + 1 => {}
-                    _ => {
-                        return Err(Error::Unavailable {
-                            group,
-                            index: end - 1,
-                        })
-                    }
-                }
-                let mut locs = Vec::with_capacity((end - begin).min(1024) as usize);
-                let mut i = begin;
-                while i < end {
-                    let Some(run) = g.find(i) else {
-                        return Err(Error::Unavailable { group, index: i });
-                    };
-                    let stop = end.min(run.first + run.count as u64);
-                    locs.extend((i..stop).map(|j| run.entry(j)));
-                    i = stop;
-                }
-                locs
-            };
-            let mut out = Vec::with_capacity(locs.len());
-            let mut bytes = 0usize;
-            let mut cached: Option<(RecordLoc, Vec<u8>)> = None;
-            for (k, loc) in locs.iter().enumerate() {
-                if cached.as_ref().map(|c| c.0) != Some(loc.record) {
-                    match self.pipe.read_record(loc.record) {
-                        Ok(p) => cached = Some((loc.record, p)),
-                        Err(e) => {
-                            if self.moved(group, begin + k as u64, *loc) {
-                                continue 'retry;
-                            }
-                            return Err(e);
-                        }
-                    }
-                }
-                let payload = &cached.as_ref().expect("filled above").1;
-                let data = entry_at(payload, loc.body_offset, loc.item_count, loc.position)
-                    .map_err(|e| self.corrupt(loc.record, e.to_string()))?;
-                if !out.is_empty() && bytes + data.len() > max_bytes {
-                    break;
-                }
-                bytes += data.len();
-                out.push(data.to_vec());
-            }
-            return Ok(out);
-        }
-        Err(self.retry_error(group, begin))
-    }
-
-    fn read_entry(&self, loc: EntryLoc) -> Result<Vec<u8>> {
-        let payload = self.pipe.read_record(loc.record)?;
-        entry_at(&payload, loc.body_offset, loc.item_count, loc.position)
-            .map(|d| d.to_vec())
-            .map_err(|e| self.corrupt(loc.record, e.to_string()))
-    }
-
-    fn corrupt(&self, loc: RecordLoc, reason: String) -> Error {
-        Error::Corruption {
-            path: self.pipe.path(loc.file.id()),
-            offset: loc.offset as u64,
-            reason,
-        }
-    }
-
-    /// True when the entry no longer lives at `loc`: purge moved or dropped it
-    /// between the index look-up and the read, so the read should be retried.
-    fn moved(&self, group: u64, index: u64, loc: EntryLoc) -> bool {
-        match self.index.group(group) {
-            Some(g) => g.read().find(index).map(|r| r.entry(index)) != Some(loc),
-            None => true,
-        }
-    }
-
-    fn retry_error(&self, group: u64, index: u64) -> Error {
-        Error::InvalidArgument(format!(
-            "group {group}: entry {index} kept moving under concurrent purges; retry"
-        ))
-    }
-
-    /// Returns the first index of `group`, if it has entries.
-    pub fn first_index(&self, group: u64) -> Option<u64> {
-        self.index.group(group)?.read().first_index()
-    }
-
-    /// Returns the last index of `group`, if it has entries.
-    pub fn last_index(&self, group: u64) -> Option<u64> {
-        self.index.group(group)?.read().last_index()
-    }
-
-    /// Returns the value of `key` in `group`.
-    pub fn get(&self, group: u64, key: &[u8]) -> Option<Vec<u8>> {
-        let g = self.index.group(group)?;
-        let g = g.read();
-        g.kvs.get(key).map(|s| s.value.clone())
-    }
-
-    /// Returns every key of `group` with its value, in key order.
-    pub fn scan_keys(&self, group: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
-        match self.index.group(group) {
-            Some(g) => g
-                .read()
-                .kvs
-                .iter()
-                .map(|(k, s)| (k.clone(), s.value.clone()))
-                .collect(),
-            None => Vec::new(),
-        }
     }
 
     /// Drops the entries of `group` below `index`; returns how many were
@@ -786,109 +483,7 @@ impl Engine {
         }
         Ok(())
     }
-
-    /// Returns the ids of all groups, sorted.
-    pub fn groups(&self) -> Vec<u64> {
-        let mut ids = self.index.group_ids();
-        ids.sort_unstable();
-        ids
-    }
-
-    /// Returns counts and memory of the index.
-    pub fn index_stats(&self) -> IndexStats {
-        let mut s = IndexStats::default();
-        let mut run_bytes = 0u64;
-        self.index.for_each(|_, g| {
-            if g.is_empty() {
-                return;
-            }
-            s.groups += 1;
-            s.entries += g.entry_count();
-            s.keys += g.kvs.len() as u64;
-            s.memory_bytes += g.memory_bytes() as u64;
-            run_bytes += (g.runs.capacity() * std::mem::size_of::<crate::index::Run>()) as u64;
-        });
-        if s.entries > 0 {
-            s.entry_bytes_per_entry = run_bytes as f64 / s.entries as f64;
-        }
-        s
-    }
-
-    /// Returns counts of the files on disk.
-    pub fn file_stats(&self) -> FileStats {
-        // The append lock before `files`, as rotation takes them.
-        let active = self.pipe.append.lock();
-        let files = self.pipe.files.read();
-        let sizes = self.append_sizes.lock();
-        let append: Vec<u64> = files
-            .keys()
-            .filter(|id| id.queue == Queue::Append)
-            .map(|id| id.seq)
-            .collect();
-        FileStats {
-            append_files: append.len() as u64,
-            rewrite_files: files.keys().filter(|id| id.queue == Queue::Rewrite).count() as u64,
-            append_bytes: sizes
-                .iter()
-                .filter(|(seq, _)| {
-                    files.contains_key(&FileId {
-                        queue: Queue::Append,
-                        seq: **seq,
-                    })
-                })
-                .map(|(_, b)| *b)
-                .sum::<u64>()
-                + active.offset,
-            first_append_seq: append.first().copied().unwrap_or(active.id.seq),
-            active_append_seq: active.id.seq,
-            recycled_files: self.pipe.recycled.lock().len() as u64,
-        }
-    }
-
-    /// Returns a copy of the engine's metrics.
-    pub fn metrics(&self) -> MetricsSnapshot {
-        self.metrics.snapshot()
-    }
-
-    /// Returns what recovery found when the engine was opened.
-    pub fn recovery_report(&self) -> &RecoveryReport {
-        &self.report
-    }
-
-    /// Seals the active files with their index sections, syncs them and
-    /// closes the engine, so that the next open reads no record of the files
-    /// written so far. Dropping the engine instead loses nothing synced, but
-    /// the next open scans the last files.
-    pub fn close(self) -> Result<()> {
-        if self.poisoned.load(Ordering::SeqCst) {
-            // Nothing more can be made durable; the failure was reported.
-            return Ok(());
-        }
-        self.flush_compactions()?;
-        // Writers still queued are served by their leader before the lock is ours.
-        let _purge = self.purge_lock.lock();
-        if let Some(rw) = self.pipe.rewrite.lock().as_ref() {
-            self.seal_for_close(rw)?;
-        }
-        let active = self.pipe.append.lock();
-        self.seal_for_close(&active)
-    }
-
-    fn seal_for_close(&self, active: &crate::pipe::ActiveFile) -> Result<()> {
-        if active.write_index_section().is_ok() {
-            Metrics::add(&self.metrics.index_sections_written, 1);
-        }
-        if let Err(e) = active.file.sync_data() {
-            let e = Error::io("sync", self.pipe.path(active.id))(e);
-            self.poison(&e);
-            return Err(e);
-        }
-        Metrics::add(&self.metrics.fsyncs, 1);
-        Ok(())
-    }
 }
-
-const RETRIES: usize = 8;
 
 /// Bytes of records one group commit appends at most (one batch may exceed
 /// it alone). A larger append only makes its writers wait longer: by a few

@@ -1,0 +1,96 @@
+//! Counts of the index and of the files, for metrics pollers and tests.
+
+use crate::format::{FileId, Queue};
+use crate::Engine;
+
+/// Counts of the index's contents and memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IndexStats {
+    /// Groups with any entry or key.
+    pub groups: u64,
+    /// Live entries over all groups.
+    pub entries: u64,
+    /// Keys over all groups.
+    pub keys: u64,
+    /// Approximate heap bytes used by the index, keys' values included.
+    pub memory_bytes: u64,
+    /// Index bytes per live entry, counting only entry locations.
+    pub entry_bytes_per_entry: f64,
+}
+
+/// Counts of the files on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileStats {
+    /// Files of the append queue, the active one included.
+    pub append_files: u64,
+    /// Files of the rewrite queue.
+    pub rewrite_files: u64,
+    /// Bytes written into the append queue's files (record ends, not file sizes).
+    pub append_bytes: u64,
+    /// Sequence number of the oldest append file.
+    pub first_append_seq: u64,
+    /// Sequence number of the active append file.
+    pub active_append_seq: u64,
+    /// Purged files kept for reuse.
+    pub recycled_files: u64,
+}
+
+impl Engine {
+    /// Returns the ids of all groups, sorted.
+    pub fn groups(&self) -> Vec<u64> {
+        let mut ids = self.index.group_ids();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Returns counts and memory of the index.
+    pub fn index_stats(&self) -> IndexStats {
+        let mut s = IndexStats::default();
+        let mut run_bytes = 0u64;
+        self.index.for_each(|_, g| {
+            if g.is_empty() {
+                return;
+            }
+            s.groups += 1;
+            s.entries += g.entry_count();
+            s.keys += g.kvs.len() as u64;
+            s.memory_bytes += g.memory_bytes() as u64;
+            run_bytes += (g.runs.capacity() * std::mem::size_of::<crate::index::Run>()) as u64;
+        });
+        if s.entries > 0 {
+            s.entry_bytes_per_entry = run_bytes as f64 / s.entries as f64;
+        }
+        s
+    }
+
+    /// Returns counts of the files on disk.
+    pub fn file_stats(&self) -> FileStats {
+        // The append lock before `files`, as rotation takes them.
+        let active = self.pipe.append.lock();
+        let files = self.pipe.files.read();
+        let sizes = self.append_sizes.lock();
+        let append: Vec<u64> = files
+            .keys()
+            .filter(|id| id.queue == Queue::Append)
+            .map(|id| id.seq)
+            .collect();
+        FileStats {
+            append_files: append.len() as u64,
+            rewrite_files: files.keys().filter(|id| id.queue == Queue::Rewrite).count() as u64,
+            append_bytes: sizes
+                .iter()
+                .filter(|(seq, _)| {
+                    files.contains_key(&FileId {
+                        queue: Queue::Append,
+                        seq: **seq,
+                    })
+                })
+                .map(|(_, b)| *b)
+                .sum::<u64>()
+                + active.offset,
+            first_append_seq: append.first().copied().unwrap_or(active.id.seq),
+            active_append_seq: active.id.seq,
+            recycled_files: self.pipe.recycled.lock().len() as u64,
+        }
+    }
+}
