@@ -126,6 +126,14 @@ pub struct LogBatch {
     /// (group, first_index, count, body_offset) of each entries item, so the
     /// engine can check and index them without decoding the payload.
     pub(crate) entry_runs: Vec<(u64, u64, u32, u32)>,
+    /// (entry runs before it, group, index) of each `compact_to`, and of each
+    /// `remove_group` as a compaction to `u64::MAX`: the continuity check
+    /// replays them between the runs, so a batch may reset a group to a
+    /// snapshot and append the entries after it.
+    pub(crate) resets: Vec<(usize, u64, u64)>,
+    /// The first argument that cannot be written, found while filling:
+    /// `Engine::write` refuses the batch with it before anything reaches disk.
+    pub(crate) invalid: Option<String>,
     pub(crate) item_count: usize,
 }
 
@@ -135,6 +143,8 @@ impl LogBatch {
         LogBatch {
             payload: spare::take(),
             entry_runs: Vec::new(),
+            resets: Vec::new(),
+            invalid: None,
             item_count: 0,
         }
     }
@@ -153,6 +163,8 @@ impl LogBatch {
     pub fn clear(&mut self) {
         self.payload.clear();
         self.entry_runs.clear();
+        self.resets.clear();
+        self.invalid = None;
         self.item_count = 0;
     }
 
@@ -160,8 +172,27 @@ impl LogBatch {
     ///
     /// Raft semantics apply at write time: an index at or below the group's
     /// last index replaces that entry and everything after it.
+    ///
+    /// Entries whose last index would pass `u64::MAX - 1`, or an entry of 4 GiB
+    /// or more, make the batch invalid: `write` refuses it with
+    /// [`crate::Error::InvalidArgument`] until it is cleared.
     pub fn add_entries<E: AsRef<[u8]>>(&mut self, group: u64, first_index: u64, entries: &[E]) {
         if entries.is_empty() {
+            return;
+        }
+        if first_index.checked_add(entries.len() as u64).is_none() {
+            self.refuse(format!(
+                "group {group}: {} entries from index {first_index} overflow u64",
+                entries.len()
+            ));
+            return;
+        }
+        if entries.len() > u32::MAX as usize
+            || entries.iter().any(|e| e.as_ref().len() > u32::MAX as usize)
+        {
+            self.refuse(format!(
+                "group {group}: an entry or the entry count exceeds u32"
+            ));
             return;
         }
         self.payload.push(TAG_ENTRIES);
@@ -181,8 +212,12 @@ impl LogBatch {
         self.item_count += 1;
     }
 
-    /// Sets `key` of `group` to `value`.
+    /// Sets `key` of `group` to `value`. An empty key makes the batch invalid.
     pub fn put(&mut self, group: u64, key: &[u8], value: &[u8]) {
+        if key.is_empty() {
+            self.refuse(format!("group {group}: empty key"));
+            return;
+        }
         self.payload.push(TAG_PUT);
         put_varint(&mut self.payload, group);
         put_varint(&mut self.payload, key.len() as u64);
@@ -192,8 +227,12 @@ impl LogBatch {
         self.item_count += 1;
     }
 
-    /// Deletes `key` of `group`.
+    /// Deletes `key` of `group`. An empty key makes the batch invalid.
     pub fn delete(&mut self, group: u64, key: &[u8]) {
+        if key.is_empty() {
+            self.refuse(format!("group {group}: empty key"));
+            return;
+        }
         self.payload.push(TAG_DELETE);
         put_varint(&mut self.payload, group);
         put_varint(&mut self.payload, key.len() as u64);
@@ -201,19 +240,31 @@ impl LogBatch {
         self.item_count += 1;
     }
 
-    /// Drops the entries of `group` below `index`.
+    /// Drops the entries of `group` below `index`. Entries added after it in
+    /// the same batch may start anywhere once it empties the group, so one
+    /// batch can reset a group to a snapshot and append what follows it.
     pub fn compact_to(&mut self, group: u64, index: u64) {
+        self.resets.push((self.entry_runs.len(), group, index));
         self.payload.push(TAG_COMPACT_TO);
         put_varint(&mut self.payload, group);
         put_varint(&mut self.payload, index);
         self.item_count += 1;
     }
 
-    /// Removes `group`: all its entries and keys.
+    /// Removes `group`: all its entries and keys. Entries added after it in
+    /// the same batch start the group anew.
     pub fn remove_group(&mut self, group: u64) {
+        self.resets.push((self.entry_runs.len(), group, u64::MAX));
         self.payload.push(TAG_REMOVE_GROUP);
         put_varint(&mut self.payload, group);
         self.item_count += 1;
+    }
+}
+
+impl LogBatch {
+    /// Keeps the first reason the batch cannot be written.
+    fn refuse(&mut self, why: String) {
+        self.invalid.get_or_insert(why);
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Concurrency: the append queue's active file is guarded by `append` (held by
 //! the group-commit leader); the rewrite queue's by `rewrite` (held by purge).
-//! `files` maps every live file to a shared read handle.
+//! `files` maps every live file to a shared read handle. The order in which
+//! these locks nest is listed once, in `engine/mod.rs`.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -245,15 +246,20 @@ impl Pipe {
     /// Removes a purged file, keeping it for reuse if the pool has room.
     pub fn retire(&self, id: FileId) -> Result<()> {
         let path = self.path(id);
-        let mut recycled = self.recycled.lock();
-        if id.queue == Queue::Append && recycled.len() < self.config.recycle_files_max {
-            let name = format!("{RECYCLE_PREFIX}{}", id.file_name());
-            self.fs
-                .rename(&path, &self.dir.join(&name))
-                .map_err(Error::io("rename", &path))?;
-            recycled.push(name);
-        } else {
-            self.fs.remove(&path).map_err(Error::io("remove", &path))?;
+        {
+            // `recycled` comes after `files` in the lock order: release it
+            // before `files` is taken below.
+            let mut recycled = self.recycled.lock();
+            fail::fail_point!("raftlog::purge::retire");
+            if id.queue == Queue::Append && recycled.len() < self.config.recycle_files_max {
+                let name = format!("{RECYCLE_PREFIX}{}", id.file_name());
+                self.fs
+                    .rename(&path, &self.dir.join(&name))
+                    .map_err(Error::io("rename", &path))?;
+                recycled.push(name);
+            } else {
+                self.fs.remove(&path).map_err(Error::io("remove", &path))?;
+            }
         }
         self.files.write().remove(&id);
         Ok(())

@@ -6,9 +6,16 @@
 //! nobody. While a leader does its I/O, newcomers accumulate and become the next
 //! group.
 //!
+//! A leader that fails, a panic included, still serves: a panic in `serve` is
+//! caught and every writer of the group (the leader too) gets the outcome
+//! `failed` makes of it; leadership is handed on either way, so no writer is
+//! ever left waiting for a dead leader.
+//!
 //! Concurrency: `QueueState` is guarded by `state`; a writer's own outcome is
-//! guarded by its slot's mutex and announced on its condvar.
+//! guarded by its slot's mutex and announced on its condvar. Lock order: a
+//! thread holds at most one of them at a time (`state`, or one slot).
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
@@ -60,7 +67,9 @@ impl<T, R> WriteQueue<T, R> {
     /// A group takes the queued writers in order up to `budget` of their
     /// `weight` (at least one writer).
     /// `gather` runs on the leader just before it takes its group, without the
-    /// queue's lock: it may wait for writers about to queue.
+    /// queue's lock: it may wait for writers about to queue. If `gather` or
+    /// `serve` panics, or `serve` returns the wrong number of outcomes, every
+    /// writer of the group gets `failed(reason)` instead.
     pub fn submit(
         &self,
         request: T,
@@ -68,6 +77,7 @@ impl<T, R> WriteQueue<T, R> {
         budget: u64,
         gather: impl Fn(),
         serve: impl Fn(&[Arc<Writer<T, R>>]) -> Vec<R>,
+        failed: impl Fn(&str) -> R,
     ) -> Served<T, R> {
         let me = Arc::new(Writer {
             request,
@@ -98,7 +108,8 @@ impl<T, R> WriteQueue<T, R> {
             state.leader_active = true;
         }
         drop(state);
-        gather();
+        // A panic here only costs the wait: the group is taken below either way.
+        let _ = catch_unwind(AssertUnwindSafe(&gather));
         let mut state = self.state.lock();
         // This writer leads: take everyone queued so far, itself (the first)
         // included, up to `budget` of their weight; the rest form the next group.
@@ -121,8 +132,27 @@ impl<T, R> WriteQueue<T, R> {
         drop(state);
         debug_assert!(group.iter().any(|w| Arc::ptr_eq(w, &me)));
 
-        let outcomes = serve(&group);
-        debug_assert_eq!(outcomes.len(), group.len());
+        let outcomes = match catch_unwind(AssertUnwindSafe(|| serve(&group))) {
+            Ok(outcomes) if outcomes.len() == group.len() => outcomes,
+            Ok(outcomes) => {
+                debug_assert!(
+                    false,
+                    "{} outcomes for {} writers",
+                    outcomes.len(),
+                    group.len()
+                );
+                let why = format!(
+                    "leader made {} outcomes for {} writers",
+                    outcomes.len(),
+                    group.len()
+                );
+                group.iter().map(|_| failed(&why)).collect()
+            }
+            Err(panic) => {
+                let why = panic_message(panic.as_ref());
+                group.iter().map(|_| failed(&why)).collect()
+            }
+        };
         let mut mine = None;
         for (w, r) in group.iter().zip(outcomes) {
             if Arc::ptr_eq(w, &me) {
@@ -152,6 +182,16 @@ impl<T, R> WriteQueue<T, R> {
             outcome: mine.expect("the leader is in its own group"),
         }
     }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or a format).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-text payload");
+    format!("group-commit leader panicked: {text}")
 }
 
 /// A writer after it was served: its request and its outcome.
@@ -189,6 +229,7 @@ mod tests {
                                     std::thread::sleep(std::time::Duration::from_micros(50));
                                     group.iter().map(|w| w.request * 2).collect()
                                 },
+                                |_| usize::MAX,
                             )
                             .outcome;
                         assert_eq!(out, req * 2);
@@ -228,6 +269,7 @@ mod tests {
                                     std::thread::sleep(std::time::Duration::from_micros(50));
                                     group.iter().map(|w| w.request + 100).collect()
                                 },
+                                |_| u64::MAX,
                             )
                             .outcome;
                         assert_eq!(out, w + 100);
@@ -239,5 +281,66 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(over.load(Ordering::Relaxed), 0);
+    }
+
+    /// Regression: a panic on the leader used to unwind out of `submit` without
+    /// serving its followers or handing leadership on, so every later writer
+    /// waited forever.
+    #[test]
+    fn a_panicking_leader_fails_its_group_and_hands_leadership_on() {
+        let q = Arc::new(WriteQueue::<u64, Result<u64, String>>::new());
+        let threads: Vec<_> = (0..6u64)
+            .map(|t| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    let mut failed = 0;
+                    for i in 0..100u64 {
+                        let req = t * 1000 + i;
+                        let out = q
+                            .submit(
+                                req,
+                                |_| 1,
+                                u64::MAX,
+                                || {},
+                                |group| {
+                                    if group.iter().any(|w| w.request % 7 == 0) {
+                                        panic!("request divisible by seven");
+                                    }
+                                    group.iter().map(|w| Ok(w.request)).collect()
+                                },
+                                |why| Err(why.to_string()),
+                            )
+                            .outcome;
+                        match out {
+                            Ok(v) => assert_eq!(v, req),
+                            Err(why) => {
+                                assert!(why.contains("seven"), "{why}");
+                                failed += 1;
+                            }
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let failed: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+            tx.send(failed).unwrap();
+        });
+        let failed = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("writers hung behind a panicked leader");
+        assert!(failed >= 6 * 100 / 7, "{failed} writes failed");
+        // The queue still serves.
+        let out = q.submit(
+            1,
+            |_| 1,
+            1,
+            || {},
+            |g| g.iter().map(|_| Ok(5)).collect(),
+            |w| Err(w.into()),
+        );
+        assert_eq!(out.outcome, Ok(5));
     }
 }

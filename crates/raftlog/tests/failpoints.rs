@@ -579,3 +579,100 @@ fn writes_during_a_rewrite_win_over_the_copy() {
     model.check(&engine, "reopen after the race");
     scenario.teardown();
 }
+
+/// Runs `f` on a thread and fails the test if it has not returned within
+/// `secs` seconds: a hang shows as a failure, not as a stuck test run.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what}: no return within {secs} s (hang or deadlock)"))
+}
+
+/// Regression: a panic on the group-commit leader left every later writer of
+/// any thread waiting forever. Now the leader's group fails with an error,
+/// leadership passes on, and the engine refuses writes (it cannot know what the
+/// panic left in the file) without hanging anyone; reopening recovers.
+#[test]
+fn a_panicking_leader_fails_its_writers_and_hangs_nobody() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = Arc::new(open(&fs));
+    let mut model = Model::default();
+    model.append(&engine, 1, 5, true).unwrap();
+    fail::cfg("raftlog::write::leader", "1*panic(leader bug)").unwrap();
+    let writers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                let mut errors = 0;
+                for i in 0..50u64 {
+                    let mut batch = LogBatch::new();
+                    batch.put(10 + t, b"k", &i.to_le_bytes());
+                    if engine.write(&mut batch, i % 2 == 0).is_err() {
+                        errors += 1;
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let errors: u64 = within(60, "writers behind a panicked leader", move || {
+        writers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert!(errors > 0, "the panic failed no write");
+    let mut batch = LogBatch::new();
+    batch.put(1, b"k", b"v");
+    let err = engine.write(&mut batch, true).unwrap_err();
+    assert!(
+        matches!(err, Error::Poisoned(ref why) if why.contains("leader bug")),
+        "{err:?}"
+    );
+    fail::remove("raftlog::write::leader");
+    drop(engine);
+    let engine = open(&fs);
+    model.check(&engine, "reopen after the leader's panic");
+    scenario.teardown();
+}
+
+/// Regression: `file_stats` held `files` and then took `recycled`, while
+/// purge's `retire` held `recycled` and then took `files`: a metrics poller
+/// and a purge deadlocked each other and every writer behind them. The pause
+/// holds `retire` inside `recycled` until a stats call is blocked; then both
+/// must finish.
+#[test]
+fn file_stats_during_retire_does_not_deadlock() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = Arc::new(open(&fs));
+    let mut model = Model::default();
+    lagging_setup(&engine, &mut model);
+    fail::cfg("raftlog::purge::retire", "pause").unwrap();
+    let purger = {
+        let engine = engine.clone();
+        std::thread::spawn(move || engine.purge().map(|o| o.files_purged))
+    };
+    // Let purge reach the pause, then poll stats (and write) behind it.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let poller = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            for _ in 0..20 {
+                engine.file_stats();
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    fail::cfg("raftlog::purge::retire", "off").unwrap();
+    let purged = within(30, "purge racing file_stats", move || {
+        poller.join().unwrap();
+        purger.join().unwrap()
+    })
+    .expect("purge");
+    assert!(purged > 0, "the purge freed nothing, so retire never ran");
+    model.append(&engine, 1, 1, true).unwrap();
+    model.check(&engine, "after the purge");
+    scenario.teardown();
+}

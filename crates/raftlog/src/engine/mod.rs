@@ -14,6 +14,24 @@
 //! Concurrency: see `write_group.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
 //!
+//! Lock order, the one list every path follows: a thread that holds a lock
+//! takes only locks further down, never one further up.
+//! 1. `purge_lock` (purge, close)
+//! 2. `pipe.rewrite` (the rewrite queue's active file; purge, close)
+//! 3. `pipe.append` (the append queue's active file; the group-commit leader,
+//!    `sync`, `file_stats`, close)
+//! 4. the index: a shard's map, then one group's `RwLock` (never two groups)
+//! 5. `pending_compactions`
+//! 6. `pipe.next_rewrite_seq`
+//! 7. `pipe.files`
+//! 8. `append_sizes`
+//! 9. `pipe.recycled`
+//! 10. leaves, never held while taking another: `poison_reason`, `encoding`,
+//!     a writer's payload and slot, the write queue's state.
+//!
+//! The group-commit queue's own state and slots are never held while a leader
+//! serves (see `write_group.rs`).
+//!
 //! The impl is split by responsibility: `write.rs` (group commit, sync,
 //! compaction), `read.rs` (entries and keys), `stats.rs` (counts and memory),
 //! `purge.rs` at the crate root (freeing files); this file opens and closes.

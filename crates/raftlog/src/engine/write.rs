@@ -68,6 +68,9 @@ impl Engine {
     /// must be at most the group's last index + 1 (a lower index replaces the
     /// suffix from there, as Raft does).
     pub fn write(&self, batch: &mut LogBatch, sync: bool) -> Result<usize> {
+        if let Some(why) = &batch.invalid {
+            return Err(Error::InvalidArgument(why.clone()));
+        }
         if batch.is_empty() {
             if sync {
                 self.sync()?;
@@ -96,6 +99,13 @@ impl Engine {
             GROUP_BYTES_MAX,
             || self.gather(),
             |group| self.serve(group),
+            |why| {
+                // The group's bytes may be in the file while the index lacks
+                // them: nothing about the engine's state is known any more.
+                let e = Error::Poisoned(why.to_string());
+                self.poison(&e);
+                Err(e)
+            },
         );
         self.metrics.record_write(start.elapsed());
         // The leader is done with the payload: take the buffers back.
@@ -130,34 +140,51 @@ impl Engine {
         }
     }
 
+    /// Checks that every run of entries continues its group's log, as the
+    /// group will be when the batch's earlier items are applied: a run may
+    /// start at most one past the group's last index, anywhere once the group
+    /// is empty (a compaction past its end or a removal earlier in the batch).
     fn check_continuity(&self, batch: &LogBatch) -> Result<()> {
-        let runs = &batch.entry_runs;
-        // A small batch finds its own earlier runs of a group by looking back,
-        // which allocates nothing; a big one keeps a map.
-        let mut last_in_batch: Option<rustc_hash::FxHashMap<u64, u64>> =
-            (runs.len() > 32).then(Default::default);
-        for (i, &(group, first, count, _)) in runs.iter().enumerate() {
-            let earlier = match &last_in_batch {
-                Some(map) => map.get(&group).copied(),
-                None => runs[..i]
-                    .iter()
-                    .rev()
-                    .find(|r| r.0 == group)
-                    .map(|r| r.1 + r.2 as u64 - 1),
+        // Each group's last index as the batch leaves it so far (`None`: the
+        // group is empty). A small batch searches a short list, which
+        // allocates little; a big one keeps a map.
+        let mut small: Vec<(u64, Option<u64>)> = Vec::new();
+        let mut big: Option<rustc_hash::FxHashMap<u64, Option<u64>>> =
+            (batch.entry_runs.len() + batch.resets.len() > 32).then(Default::default);
+        let mut last_of = |group: u64, f: &mut dyn FnMut(&mut Option<u64>)| {
+            let slot = match &mut big {
+                Some(map) => map.entry(group).or_insert_with(|| self.last_index(group)),
+                None => match small.iter().position(|e| e.0 == group) {
+                    Some(i) => &mut small[i].1,
+                    None => {
+                        small.push((group, self.last_index(group)));
+                        &mut small.last_mut().expect("just pushed").1
+                    }
+                },
             };
-            let last = match earlier {
-                Some(l) => Some(l),
-                None => self.index.group(group).and_then(|g| g.read().last_index()),
-            };
-            if let Some(last) = last {
-                if first > last + 1 {
-                    return Err(Error::InvalidArgument(format!(
-                        "group {group}: entries from {first} leave a gap after last index {last}"
-                    )));
-                }
+            f(slot)
+        };
+        let mut resets = batch.resets.iter().peekable();
+        for (i, &(group, first, count, _)) in batch.entry_runs.iter().enumerate() {
+            while let Some(&(_, g, index)) = resets.next_if(|r| r.0 <= i) {
+                last_of(g, &mut |last| {
+                    if last.is_some_and(|l| l < index) {
+                        *last = None;
+                    }
+                });
             }
-            if let Some(map) = &mut last_in_batch {
-                map.insert(group, first + count as u64 - 1);
+            let mut gap = None;
+            last_of(group, &mut |last| {
+                match *last {
+                    Some(l) if first > l + 1 => gap = Some(l),
+                    // `LogBatch` refused runs whose end overflows.
+                    _ => *last = Some(first + count as u64 - 1),
+                }
+            });
+            if let Some(last) = gap {
+                return Err(Error::InvalidArgument(format!(
+                    "group {group}: entries from {first} leave a gap after last index {last}"
+                )));
             }
         }
         Ok(())
@@ -235,6 +262,7 @@ impl Engine {
 
     fn serve_inner(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Result<()> {
         self.check_poisoned()?;
+        fail::fail_point!("raftlog::write::leader");
         let compactions = std::mem::take(&mut *self.pending_compactions.lock());
         if compactions.is_empty() {
             return self.append_group(group, None);
@@ -356,7 +384,7 @@ impl Engine {
                 len: extra_len as u32,
             };
             let items = crate::log_batch::decode_items(payload)
-                .expect("a batch built by LogBatch always decodes");
+                .map_err(|e| self.undecodable_own_batch(&path, e))?;
             shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
             active.section.add_record(loc.len, &items);
             offset += extra_len;
@@ -369,7 +397,7 @@ impl Engine {
             };
             let payload = w.request.payload.lock();
             let items = decode_items_with_capacity(payload.raw(), w.request.item_count)
-                .expect("a batch built by LogBatch always decodes");
+                .map_err(|e| self.undecodable_own_batch(&path, e))?;
             shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
             active.section.add_record(loc.len, &items);
             offset += loc.len as u64;
@@ -384,6 +412,18 @@ impl Engine {
         let payload: u64 = group.iter().map(|w| w.request.raw_len as u64).sum();
         Metrics::add(&self.metrics.payload_bytes, payload);
         Ok(())
+    }
+
+    /// A batch that `LogBatch` built and `write` checked does not decode: a
+    /// bug, found after its bytes reached the file. Poisons the engine, since
+    /// the index no longer matches the file.
+    fn undecodable_own_batch(&self, path: &std::path::Path, e: strata_codec::DecodeError) -> Error {
+        let e = Error::Poisoned(format!(
+            "a checked batch written to {} does not decode: {e}",
+            path.display()
+        ));
+        self.poison(&e);
+        e
     }
 
     fn cut_tail(&self, active: &crate::pipe::ActiveFile) -> Result<()> {

@@ -5,9 +5,9 @@
 //!
 //! The model follows the engine's documented semantics, not its code: an append
 //! at or below the last index replaces the suffix from there; a batch whose run
-//! would leave a gap after the group's last index (as the group stood before the
-//! batch, or after the batch's own earlier runs) is refused as a whole; a group
-//! exists while it holds an entry or a key.
+//! would leave a gap after the group's last index (as the batch's earlier
+//! changes leave the group) is refused as a whole; a group exists while it
+//! holds an entry or a key.
 
 #![allow(
     dead_code,
@@ -147,21 +147,18 @@ impl Model {
     }
 
     /// True when the engine must accept `changes`: no entries run starts past
-    /// the group's last index + 1 (the group as it was before the batch, or as
-    /// the batch's earlier runs left it; other items of the batch do not count).
+    /// its group's last index + 1, the group taken as the batch's earlier
+    /// changes leave it (so a compaction past the end or a removal lets the
+    /// entries after it start anywhere: a reset to a snapshot).
     pub fn accepts(&self, changes: &[Change]) -> bool {
-        let mut last_in_batch: BTreeMap<u64, u64> = BTreeMap::new();
-        for c in changes {
-            if let Change::Entries { group, first, data } = c {
-                let last = match last_in_batch.get(group) {
-                    Some(l) => Some(*l),
-                    None => self.last_index(*group),
-                };
-                if last.is_some_and(|last| *first > last + 1) {
+        let mut sim = self.clone();
+        for (i, c) in changes.iter().enumerate() {
+            if let Change::Entries { group, first, .. } = c {
+                if sim.last_index(*group).is_some_and(|last| *first > last + 1) {
                     return false;
                 }
-                last_in_batch.insert(*group, first + data.len() as u64 - 1);
             }
+            sim.apply(&changes[i..=i]);
         }
         true
     }
