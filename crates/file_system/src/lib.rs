@@ -2,8 +2,9 @@
 //!
 //! Engines hold an `Arc<dyn FileSystem>` and never name a concrete file system, so
 //! every test can swap in [`MemFs`] (fast, and able to simulate a crash that
-//! loses whatever was not synced) or [`FaultFs`] (which fails chosen operations,
-//! runs out of space, and flips bits).
+//! loses whatever was not synced, or keeps any subset of its pages and
+//! directory changes) or [`FaultFs`] (which fails chosen operations, runs out of
+//! space, and flips bits).
 //!
 //! The contract every implementation keeps, and every engine may rely on:
 //! - `write_at` (and `write_vectored_at`) writes all of `data` or returns an
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 pub use disk::DiskFs;
 pub use fault::{FaultFs, Op};
-pub use mem::{CrashMode, MemFs};
+pub use mem::{CrashMode, MemFs, Unsynced};
 
 /// An open file. Handles are shared between threads; all methods take `&self`
 /// and use positional I/O so that concurrent readers need no lock.

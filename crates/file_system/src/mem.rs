@@ -2,25 +2,49 @@
 //!
 //! Every file keeps two images: `live` (what reads see, the page cache) and
 //! `durable` (what survives power loss), plus the log of operations between
-//! them. Every directory keeps a live and a durable namespace the same way.
+//! them. Every directory keeps a live and a durable namespace the same way,
+//! plus the log of its unsynced changes (creates, renames, removals).
+//!
 //! [`MemFs::crash`] throws the live state away, as a power cut would, keeping
-//! only what was synced (and, if asked, a random prefix of what was not).
+//! what was synced and, depending on the [`CrashMode`], some of what was not:
+//! - nothing (`DropUnsynced`);
+//! - per file, a prefix of its unsynced operations, the last write torn
+//!   (`KeepRandomPrefix`), with every directory back at its last `sync_dir`;
+//! - any subset of the unsynced directory changes, then, per file, any subset
+//!   of its unsynced 4 KiB pages and any length it had since its last sync
+//!   (`KeepRandomPages`), as a disk that writes pages back in any order would.
+//!
+//! [`MemFs::crash_keeping`] makes the same kind of crash as `KeepRandomPages`
+//! with every choice made by the caller, so a test can build one exact crash;
+//! [`MemFs::unsynced_pages`] lists the pages at stake.
 //!
 //! Simplifications, chosen because Strata's engines do not depend on them:
 //! - Directories are durable as soon as `create_dir_all` returns, and cannot be
 //!   renamed or removed.
 //! - `sync_data` and `sync_all` are the same: both make the file's data and
 //!   length durable. Neither makes the file's name durable; only `sync_dir` does.
+//! - The page modes keep or lose whole 4 KiB pages, never a page torn into
+//!   sectors. (`KeepRandomPrefix` tears its last write at any byte, but keeps
+//!   a file's operations in order.)
+//! - A crash keeps a directory change only when every earlier unsynced change
+//!   to the same names was kept (see `crash.rs`); a real file system without a
+//!   journal might show more.
 //! - Relative paths are taken from the root; there is no working directory.
 //!
 //! Invariants:
-//! - Every inode named by a live or a durable namespace exists in `inodes`;
-//!   inodes named by neither (removed, still open) are dropped at the next crash.
+//! - Every inode named by a live or a durable namespace, or by an unsynced
+//!   directory change, exists in `inodes`; inodes are dropped only by a crash,
+//!   which drops those no namespace names after it (removed, still open).
 //! - A directory's key is in `dirs` if and only if its parent's key is.
+//! - Directory changes are numbered in the order they were made, across all
+//!   directories; the two halves of a rename share a number.
 //!
 //! Concurrency: one mutex guards the whole state; handles and lock guards hold
 //! the same `Arc` and take it for every call.
 
+mod crash;
+mod dir;
+mod handle;
 mod inode;
 mod path;
 mod rng;
@@ -33,35 +57,18 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use self::inode::Inode;
-use self::path::{normalize, split, Key};
+use self::crash::Choice;
+pub use self::crash::{CrashMode, Unsynced};
+use self::dir::{Change, Dir, DirOp};
+use self::handle::MemLock;
+use self::inode::{Inode, PAGE_BYTES};
+use self::path::{join, normalize, split, Key};
 use crate::{File, FileLock, FileSystem};
-
-/// What a simulated power loss keeps of the writes that were not synced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CrashMode {
-    /// Keeps only synced bytes: every unsynced operation is lost.
-    DropUnsynced,
-    /// Keeps, for each file, a prefix of its unsynced operations in order, of a
-    /// length chosen by a generator seeded with `seed`; the last write kept may
-    /// be torn (only a prefix of its bytes reaches the disk).
-    KeepRandomPrefix {
-        /// Seeds the choice, so a failing crash replays exactly.
-        seed: u64,
-    },
-}
 
 /// An in-memory file system; clones share the same files.
 #[derive(Clone, Debug)]
 pub struct MemFs {
     state: Arc<Mutex<State>>,
-}
-
-/// The names in one directory.
-#[derive(Clone, Debug, Default)]
-struct Dir {
-    live: BTreeMap<String, u64>,
-    durable: BTreeMap<String, u64>,
 }
 
 #[derive(Clone)]
@@ -71,6 +78,8 @@ struct State {
     dirs: BTreeMap<Key, Dir>,
     inodes: BTreeMap<u64, Inode>,
     next_inode: u64,
+    /// Numbers directory changes, so that a crash replays them in order.
+    next_change: u64,
     /// Held locks: path to the id of the guard holding it.
     locks: BTreeMap<Key, u64>,
     next_lock: u64,
@@ -107,6 +116,7 @@ impl State {
             dirs,
             inodes: BTreeMap::new(),
             next_inode: 0,
+            next_change: 0,
             locks: BTreeMap::new(),
             next_lock: 0,
             sync_count: 0,
@@ -119,10 +129,14 @@ impl State {
         self.dirs.get_mut(key).ok_or_else(|| errno(libc::ENOENT))
     }
 
+    /// Returns a fresh number for a directory change.
+    fn next_change(&mut self) -> u64 {
+        self.next_change += 1;
+        self.next_change
+    }
+
     fn is_dir(&self, dir: &Key, name: &str) -> bool {
-        let mut key = dir.clone();
-        key.push(name.to_owned());
-        self.dirs.contains_key(&key)
+        self.dirs.contains_key(&join(dir, name))
     }
 
     /// Returns the inode the live namespace names at `path`.
@@ -145,11 +159,19 @@ impl State {
             return Err(errno(libc::EEXIST));
         }
         let ino = self.next_inode;
+        let seq = self.next_change();
         let entries = self.dir_mut(&dir)?;
         if entries.live.contains_key(&name) {
             return Err(errno(libc::EEXIST));
         }
-        entries.live.insert(name, ino);
+        entries.change(DirOp {
+            seq,
+            change: Change::Create {
+                path: join(&dir, &name),
+            },
+            name,
+            target: Some(ino),
+        });
         self.next_inode += 1;
         self.inodes.insert(ino, Inode::default());
         Ok(ino)
@@ -162,15 +184,6 @@ impl State {
             return Err(crashed());
         }
         self.inodes.get_mut(&ino).ok_or_else(crashed)
-    }
-
-    fn handle(this: &Arc<Mutex<State>>, state: &State, ino: u64, writable: bool) -> Arc<dyn File> {
-        Arc::new(MemFile {
-            state: Arc::clone(this),
-            ino,
-            epoch: state.epoch,
-            writable,
-        })
     }
 }
 
@@ -188,26 +201,58 @@ impl MemFs {
         }
     }
 
+    /// The size of the pages a crash keeps or loses whole, in bytes
+    /// (`KeepRandomPages`, `crash_keeping`, `unsynced_pages`).
+    pub const PAGE_BYTES: u64 = PAGE_BYTES;
+
     /// Simulates a power loss and reboot: each directory's names revert to the
-    /// last `sync_dir`, each file's bytes to the last sync (plus what `mode`
-    /// keeps), every handle opened before fails from now on, and every lock is
-    /// released.
+    /// last `sync_dir`, each file's bytes to the last sync, plus what `mode`
+    /// keeps of the rest; files no name reaches any more are gone. Every handle
+    /// opened before fails from now on, and every lock is released.
     pub fn crash(&self, mode: CrashMode) {
         let mut state = self.state.lock();
         state.epoch += 1;
         state.locks.clear();
-        for dir in state.dirs.values_mut() {
-            dir.live.clone_from(&dir.durable);
+        match mode {
+            CrashMode::DropUnsynced | CrashMode::KeepRandomPrefix { .. } => {
+                state.crash_op_log(mode);
+            }
+            CrashMode::KeepRandomPages { seed } => state.crash_choosing(Choice::Random { seed }),
         }
-        let named: std::collections::BTreeSet<u64> = state
-            .dirs
-            .values()
-            .flat_map(|dir| dir.durable.values().copied())
-            .collect();
-        state.inodes.retain(|ino, _| named.contains(ino));
-        for (&ino, inode) in state.inodes.iter_mut() {
-            inode.crash(mode, ino);
-        }
+    }
+
+    /// Simulates a power loss, like [`crash`](Self::crash) with
+    /// `KeepRandomPages`, that keeps exactly the unsynced changes for which
+    /// `keep` returns true.
+    ///
+    /// `keep` is asked first about each unsynced directory change, in the order
+    /// they were made, except those that cannot be kept because an earlier
+    /// change to the same name was lost (those are lost). Then, file by file in
+    /// the order they were created, for each file that still has a name (under
+    /// its first name in path order): about its length (`Unsynced::Len`, if its
+    /// live and durable lengths differ), then about each page
+    /// [`unsynced_pages`](Self::unsynced_pages) lists for it that starts before
+    /// that length, in order. Nothing else is at stake: synced pages and names
+    /// always survive.
+    ///
+    /// `crash_keeping(|_| false)` is `crash(CrashMode::DropUnsynced)`;
+    /// `crash_keeping(|_| true)` keeps the whole live state.
+    pub fn crash_keeping(&self, mut keep: impl FnMut(Unsynced<'_>) -> bool) {
+        let mut state = self.state.lock();
+        state.epoch += 1;
+        state.locks.clear();
+        state.crash_choosing(Choice::Explicit(&mut keep));
+    }
+
+    /// Returns, in order, the indexes of the pages of the file at `path` whose
+    /// live bytes differ from their durable bytes (past the end of either
+    /// image, its bytes count as zeros): the pages a crash may keep or lose.
+    /// Page `i` covers bytes `i * PAGE_BYTES .. (i + 1) * PAGE_BYTES`.
+    pub fn unsynced_pages(&self, path: &Path) -> io::Result<Vec<u64>> {
+        let state = self.state.lock();
+        let ino = state.lookup(path)?;
+        let inode = state.inodes.get(&ino).ok_or_else(|| errno(libc::ENOENT))?;
+        Ok(inode.unsynced_pages())
     }
 
     /// Returns an independent copy of the whole state, live and durable, so a
@@ -321,8 +366,28 @@ impl FileSystem for MemFs {
         // Checked before unlinking `from`, so a failed rename changes nothing.
         state.dir_mut(&to_dir)?;
         let (from_dir, from_name) = split(from)?;
-        state.dir_mut(&from_dir)?.live.remove(&from_name);
-        state.dir_mut(&to_dir)?.live.insert(to_name, ino);
+        if (&from_dir, &from_name) == (&to_dir, &to_name) {
+            return Ok(());
+        }
+        let seq = state.next_change();
+        let change = Change::Rename {
+            from: join(&from_dir, &from_name),
+            to: join(&to_dir, &to_name),
+        };
+        // Both halves carry one number: a crash keeps the rename whole or not
+        // at all.
+        state.dir_mut(&from_dir)?.change(DirOp {
+            seq,
+            change: change.clone(),
+            name: from_name,
+            target: None,
+        });
+        state.dir_mut(&to_dir)?.change(DirOp {
+            seq,
+            change,
+            name: to_name,
+            target: Some(ino),
+        });
         Ok(())
     }
 
@@ -332,7 +397,14 @@ impl FileSystem for MemFs {
         let (dir, name) = split(path)?;
         // The inode stays: open handles keep working, and the durable namespace
         // may still name it.
-        state.dir_mut(&dir)?.live.remove(&name);
+        let seq = state.next_change();
+        let path = join(&dir, &name);
+        state.dir_mut(&dir)?.change(DirOp {
+            seq,
+            change: Change::Remove { path },
+            name,
+            target: None,
+        });
         Ok(())
     }
 
@@ -366,8 +438,7 @@ impl FileSystem for MemFs {
             let is_file = state.lookup(dir).is_ok();
             return Err(errno(if is_file { libc::ENOTDIR } else { libc::ENOENT }));
         }
-        let entries = state.dir_mut(&key)?;
-        entries.durable.clone_from(&entries.live);
+        state.dir_mut(&key)?.sync();
         Ok(())
     }
 
@@ -388,109 +459,6 @@ impl FileSystem for MemFs {
         let id = state.next_lock;
         state.next_lock += 1;
         state.locks.insert(key.clone(), id);
-        Ok(Box::new(MemLock {
-            state: Arc::clone(&self.state),
-            key,
-            id,
-        }))
-    }
-}
-
-/// An open in-memory file.
-#[derive(Debug)]
-struct MemFile {
-    state: Arc<Mutex<State>>,
-    ino: u64,
-    /// The crash epoch the handle was opened in.
-    epoch: u64,
-    writable: bool,
-}
-
-impl MemFile {
-    /// Runs `f` on the inode for a call that modifies it.
-    fn modify<T>(&self, f: impl FnOnce(&mut Inode) -> io::Result<T>) -> io::Result<T> {
-        let mut state = self.state.lock();
-        let inode = state.inode_mut(self.ino, self.epoch)?;
-        if !self.writable {
-            return Err(errno(libc::EBADF));
-        }
-        f(inode)
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        let mut state = self.state.lock();
-        state.inode_mut(self.ino, self.epoch)?.sync();
-        state.sync_count += 1;
-        Ok(())
-    }
-}
-
-impl File for MemFile {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let mut state = self.state.lock();
-        let live = &state.inode_mut(self.ino, self.epoch)?.live;
-        let Some(tail) = usize::try_from(offset).ok().and_then(|i| live.get(i..)) else {
-            return Ok(0);
-        };
-        let n = tail.len().min(buf.len());
-        buf[..n].copy_from_slice(&tail[..n]);
-        Ok(n)
-    }
-
-    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        let mut state = self.state.lock();
-        let inode = state.inode_mut(self.ino, self.epoch)?;
-        if !self.writable {
-            return Err(errno(libc::EBADF));
-        }
-        inode.write(offset, data)?;
-        state.bytes_written += data.len() as u64;
-        Ok(())
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        self.sync()
-    }
-
-    fn sync_all(&self) -> io::Result<()> {
-        self.sync()
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        let mut state = self.state.lock();
-        Ok(state.inode_mut(self.ino, self.epoch)?.live.len() as u64)
-    }
-
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        self.modify(|inode| {
-            if (inode.live.len() as u64) < len {
-                inode.set_len(len)?;
-            }
-            Ok(())
-        })
-    }
-
-    fn truncate(&self, len: u64) -> io::Result<()> {
-        self.modify(|inode| inode.set_len(len))
-    }
-}
-
-/// A held in-memory lock; dropping it frees the path unless a crash already did.
-#[derive(Debug)]
-struct MemLock {
-    state: Arc<Mutex<State>>,
-    key: Key,
-    id: u64,
-}
-
-impl FileLock for MemLock {}
-
-impl Drop for MemLock {
-    fn drop(&mut self) {
-        let mut state = self.state.lock();
-        // After a crash someone else may hold the path; only free our own hold.
-        if state.locks.get(&self.key) == Some(&self.id) {
-            state.locks.remove(&self.key);
-        }
+        Ok(Box::new(MemLock::new(&self.state, key, id)))
     }
 }

@@ -5,7 +5,7 @@
 //! has no working directory; `..` at the root stays at the root, as in Unix.
 
 use std::io;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 /// A normalized path: its components from the root.
 pub(super) type Key = Vec<String>;
@@ -41,4 +41,18 @@ pub(super) fn split(path: &Path) -> io::Result<(Key, String)> {
         Some(name) => Ok((dir, name)),
         None => Err(io::Error::from_raw_os_error(libc::EISDIR)),
     }
+}
+
+/// Returns the absolute path a key stands for, as `MemFs` reports it.
+pub(super) fn to_path(key: &Key) -> PathBuf {
+    let mut path = PathBuf::from("/");
+    path.extend(key);
+    path
+}
+
+/// Returns the key of `name` in directory `dir`.
+pub(super) fn join(dir: &Key, name: &str) -> Key {
+    let mut key = dir.clone();
+    key.push(name.to_owned());
+    key
 }
