@@ -9,15 +9,16 @@ use strata_codec::{crc32c, DecodeError, Reader};
 /// The first 8 bytes of every raftlog file.
 pub const FILE_MAGIC: [u8; 8] = *b"STRATARL";
 /// The format version this code writes. Readers accept exactly the versions listed
-/// in [`SUPPORTED_VERSIONS`].
-pub const FORMAT_VERSION: u16 = 1;
+/// in [`SUPPORTED_VERSIONS`]. Version 1 (28-byte record headers without
+/// `synced_end`) was never released and is refused.
+pub const FORMAT_VERSION: u16 = 2;
 /// Versions this code can read.
-pub const SUPPORTED_VERSIONS: &[u16] = &[1];
+pub const SUPPORTED_VERSIONS: &[u16] = &[2];
 /// `{ magic[8] | u16 version | u8 queue | u8 reserved=0 | u64 file_id | u32 crc32c(bytes 0..20) }`
 pub const FILE_HEADER_LEN: usize = 24;
-/// `{ u32 header_crc | u64 file_id | u32 stored_len | u32 raw_len | u32 payload_crc | u8 codec | u8[3] 0 }`
-pub const RECORD_HEADER_LEN: usize = 28;
-/// Written after the last record of every append: 28 zero bytes, the clean end of
+/// `{ u32 header_crc | u64 file_id | u32 stored_len | u32 raw_len | u32 payload_crc | u32 synced_end | u8 codec | u8[3] 0 }`
+pub const RECORD_HEADER_LEN: usize = 32;
+/// Written after the last record of every append: 32 zero bytes, the clean end of
 /// the data. The next append overwrites it. Without it, the bytes after the last
 /// record of a recycled file would be the middle of an old record: damage, not an end.
 pub const END_MARKER: [u8; RECORD_HEADER_LEN] = [0; RECORD_HEADER_LEN];
@@ -42,7 +43,7 @@ pub const TAG_COMPACT_TO: u8 = 4;
 pub const TAG_REMOVE_GROUP: u8 = 5;
 
 const _: () = assert!(FILE_HEADER_LEN == 8 + 2 + 1 + 1 + 8 + 4);
-const _: () = assert!(RECORD_HEADER_LEN == 4 + 8 + 4 + 4 + 4 + 1 + 3);
+const _: () = assert!(RECORD_HEADER_LEN == 4 + 8 + 4 + 4 + 4 + 4 + 1 + 3);
 
 /// Which sequence of files a file belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -199,6 +200,11 @@ pub struct RecordHeader {
     pub raw_len: u32,
     /// CRC-32C of the stored payload bytes.
     pub payload_crc: u32,
+    /// Every byte of the file before this offset was durable (synced) before
+    /// this record was written. Recovery uses it to tell damage in synced data
+    /// from pages of an unsynced tail that a power cut kept or lost in any
+    /// order (`docs/format/raftlog.md`).
+    pub synced_end: u32,
     /// [`CODEC_NONE`] or [`CODEC_LZ4`].
     pub codec: u8,
 }
@@ -218,21 +224,22 @@ pub enum HeaderCheck {
 }
 
 impl RecordHeader {
-    /// Encodes the header; `header_crc` covers bytes 4..28, including the file id.
+    /// Encodes the header; `header_crc` covers bytes 4..32, including the file id.
     pub fn encode(&self) -> [u8; RECORD_HEADER_LEN] {
-        // { u32 header_crc | u64 file_id | u32 stored_len | u32 raw_len | u32 payload_crc | u8 codec | u8[3] 0 }
+        // { u32 header_crc | u64 file_id | u32 stored_len | u32 raw_len | u32 payload_crc | u32 synced_end | u8 codec | u8[3] 0 }
         let mut h = [0u8; RECORD_HEADER_LEN];
         h[4..12].copy_from_slice(&self.file_id.to_le_bytes());
         h[12..16].copy_from_slice(&self.stored_len.to_le_bytes());
         h[16..20].copy_from_slice(&self.raw_len.to_le_bytes());
         h[20..24].copy_from_slice(&self.payload_crc.to_le_bytes());
-        h[24] = self.codec;
+        h[24..28].copy_from_slice(&self.synced_end.to_le_bytes());
+        h[28] = self.codec;
         let crc = crc32c(&h[4..]);
         h[..4].copy_from_slice(&crc.to_le_bytes());
         h
     }
 
-    /// Classifies the 28 bytes at a record position of the file `file_id`.
+    /// Classifies the 32 bytes at a record position of the file `file_id`.
     pub fn check(bytes: &[u8; RECORD_HEADER_LEN], file_id: u64) -> HeaderCheck {
         if bytes.iter().all(|b| *b == 0) {
             return HeaderCheck::Zeros;
@@ -253,9 +260,10 @@ impl RecordHeader {
             stored_len: word(12),
             raw_len: word(16),
             payload_crc: word(20),
-            codec: bytes[24],
+            synced_end: word(24),
+            codec: bytes[28],
         };
-        if bytes[25..28] != [0, 0, 0] {
+        if bytes[29..32] != [0, 0, 0] {
             return HeaderCheck::Invalid("reserved bytes are not zero");
         }
         if h.stored_len > RECORD_PAYLOAD_MAX || h.raw_len > RECORD_PAYLOAD_MAX {
@@ -315,6 +323,7 @@ mod tests {
             stored_len: 10,
             raw_len: 10,
             payload_crc: 99,
+            synced_end: 24,
             codec: CODEC_NONE,
         };
         let bytes = h.encode();

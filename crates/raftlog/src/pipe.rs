@@ -50,6 +50,9 @@ pub(crate) struct ActiveFile {
     pub file: Arc<dyn File>,
     /// Where the next record goes.
     pub offset: u64,
+    /// Every byte before this offset is durable: the end of the data at the
+    /// last sync. Written into each record's header (`synced_end`).
+    pub synced_end: u64,
     /// The index section being collected for when the file is sealed.
     pub section: SectionBuilder,
 }
@@ -183,6 +186,8 @@ impl Pipe {
             id,
             file,
             offset: FILE_HEADER_LEN as u64,
+            // The header was synced above.
+            synced_end: FILE_HEADER_LEN as u64,
             section: SectionBuilder::default(),
         })
     }

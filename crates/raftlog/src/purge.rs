@@ -152,10 +152,15 @@ impl Engine {
             self.sync()?;
         }
 
-        // 2. Delete the old rewrite generation, now fully copied.
+        // 2. Delete the old rewrite generation, now fully copied. Each removal
+        // is made durable before the next: a file system may persist unsynced
+        // directory changes in any order, and a later file gone while an
+        // earlier one stays is a hole recovery must take for lost data. All of
+        // them are durable before any append file goes (step 3): an append
+        // file may hold the tombstone that hides a copy in the old generation.
         for id in &old_rewrite {
             fail::fail_point!("raftlog::purge::remove_rewrite");
-            if let Err(e) = self.pipe.retire(*id) {
+            if let Err(e) = self.pipe.retire(*id).and_then(|()| self.sync_dir()) {
                 // The old generation's dead copies stay on disk: keep every
                 // append file that hides them until a later purge retries.
                 self.min_dirty.store(0, Ordering::SeqCst);
@@ -165,23 +170,32 @@ impl Engine {
         }
         out.rewrite_queue_compacted = compact_rewrite_queue;
 
-        // 3. Delete the append files no group needs, oldest first.
+        // 3. Delete the append files no group needs, oldest first, each
+        // removal durable before the next (see step 2).
         for id in &purgeable {
             fail::fail_point!("raftlog::purge::remove_append");
             self.pipe.retire(*id)?;
             self.append_sizes.lock().remove(&id.seq);
+            self.sync_dir()?;
             out.files_purged += 1;
-        }
-        if out.files_purged > 0 {
-            self.pipe
-                .fs
-                .sync_dir(&self.pipe.dir)
-                .map_err(Error::io("sync dir", &self.pipe.dir))?;
-            Metrics::add(&self.metrics.fsyncs, 1);
         }
         Metrics::add(&self.metrics.files_purged, out.files_purged);
         out.groups_to_compact.sort_unstable();
         Ok(out)
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        fail::fail_point!("raftlog::purge::sync_dir", |_| Err(Error::Io {
+            op: "sync dir",
+            path: self.pipe.dir.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
+        self.pipe
+            .fs
+            .sync_dir(&self.pipe.dir)
+            .map_err(Error::io("sync dir", &self.pipe.dir))?;
+        Metrics::add(&self.metrics.fsyncs, 1);
+        Ok(())
     }
 
     /// Returns the first append sequence to keep when the queue is over its
@@ -321,12 +335,13 @@ impl Engine {
         if !pending.is_empty() {
             written.extend(self.write_rewrite_batch(&mut rw, pending, out)?);
         }
-        if let Some(active) = rw.as_ref() {
+        if let Some(active) = rw.as_mut() {
             fail::fail_point!("raftlog::rewrite::sync");
             active
                 .file
                 .sync_data()
                 .map_err(Error::io("sync", self.pipe.path(active.id)))?;
+            active.synced_end = active.offset;
             Metrics::add(&self.metrics.fsyncs, 1);
         }
         drop(rw);
@@ -402,7 +417,7 @@ impl Engine {
             *rw = Some(new);
         }
         let active = rw.as_mut().expect("set above");
-        let mut record = self.seal_record(record, active.id);
+        let mut record = self.seal_record(record, active);
         record.extend_from_slice(&crate::format::END_MARKER);
         active
             .file
@@ -489,13 +504,14 @@ impl Engine {
         record
     }
 
-    fn seal_record(&self, mut record: Vec<u8>, id: FileId) -> Vec<u8> {
+    fn seal_record(&self, mut record: Vec<u8>, active: &ActiveFile) -> Vec<u8> {
         let payload = &record[crate::format::RECORD_HEADER_LEN..];
         let header = crate::format::RecordHeader {
-            file_id: id.to_u64(),
+            file_id: active.id.to_u64(),
             stored_len: payload.len() as u32,
             raw_len: payload.len() as u32,
             payload_crc: strata_codec::crc32c(payload),
+            synced_end: active.synced_end as u32,
             codec: crate::format::CODEC_NONE,
         };
         record[..crate::format::RECORD_HEADER_LEN].copy_from_slice(&header.encode());

@@ -8,6 +8,7 @@ use crate::format::{
 };
 use crate::log_batch::{decode_items, Item};
 use crate::pipe::verify_payload;
+use crate::section::{Trailer, TRAILER_LEN};
 
 /// One valid record.
 #[derive(Debug, Clone)]
@@ -31,15 +32,18 @@ pub enum ScanEnd {
     Zeros,
     /// A record of another file follows (left over in a recycled file).
     Stale,
-    /// Bytes that are not a valid record follow the last good one.
+    /// Bytes that are not a valid record follow the last good one, or the
+    /// records of a sealed file end before the end its trailer names.
     Damaged {
         /// Where the bad bytes start.
         offset: u64,
         /// What is wrong with them.
         reason: String,
-        /// True when a valid record of this file appears after the damage, so
-        /// it cannot be a torn final write.
-        followed_by_valid: bool,
+        /// True when the damaged bytes had been synced: a valid record after
+        /// them says the file was durable past them (its `synced_end`), or the
+        /// file's trailer says its data goes on. Such damage is not a power
+        /// cut's unsynced tail, whose pages survive in any order.
+        synced: bool,
     },
 }
 
@@ -59,6 +63,7 @@ pub struct FileScan {
 }
 
 /// Scans the bytes of a whole file. Fails only if the file header is unreadable.
+/// A sealed file's end is checked against its trailer (see [`judge_sealed_end`]).
 pub fn scan_file(bytes: &[u8]) -> Result<FileScan, DecodeError> {
     let mut records = Vec::new();
     let (id, version, valid_end, end) = scan_with(bytes, |rec, _items| {
@@ -97,7 +102,11 @@ pub(crate) fn scan_with(
 ) -> Result<(FileId, u16, u64, ScanEnd), DecodeError> {
     let (id, version) = decode_header_of(bytes)?;
     let (pos, end) = scan_from(bytes, id.to_u64(), FILE_HEADER_LEN, on_record);
-    Ok((id, version, pos, end))
+    let sealed_end = bytes
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .and_then(|at| sealed_data_end(&bytes[at..], id.to_u64()));
+    Ok((id, version, pos, judge_sealed_end(pos, end, sealed_end)))
 }
 
 /// Decodes the file header at the start of `bytes`.
@@ -169,26 +178,72 @@ fn damaged(bytes: &[u8], pos: usize, reason: &str, raw_id: u64) -> ScanEnd {
     ScanEnd::Damaged {
         offset: pos as u64,
         reason: reason.to_string(),
-        followed_by_valid: valid_header_after(bytes, pos + 1, raw_id),
+        synced: synced_past(bytes, pos, raw_id),
     }
 }
 
-/// Looks for a valid record header of this file at any offset from `from` on.
-/// Runs only after damage was found, so a byte-by-byte search is affordable; the
-/// file-id bytes are compared before any checksum is computed.
-fn valid_header_after(bytes: &[u8], from: usize, raw_id: u64) -> bool {
+/// True when a valid record header of this file after `damage` says the file
+/// was durable past `damage` before that record was written. Runs only after
+/// damage was found, so a byte-by-byte search is affordable; the file-id bytes
+/// are compared before any checksum is computed.
+///
+/// Valid records after damage are not enough to call it corruption: a power
+/// cut keeps any subset of the pages written since the last sync, so a lost
+/// page may sit before kept ones. Only a record that was written after a sync
+/// covering the damage proves the damaged bytes were durable.
+fn synced_past(bytes: &[u8], damage: usize, raw_id: u64) -> bool {
     let id = raw_id.to_le_bytes();
-    let mut pos = from;
+    let mut pos = damage + 1;
     while pos + RECORD_HEADER_LEN <= bytes.len() {
         if bytes[pos + 4..pos + 12] == id {
             let head: &[u8; RECORD_HEADER_LEN] = bytes[pos..pos + RECORD_HEADER_LEN]
                 .try_into()
                 .expect("length checked by the loop");
-            if matches!(RecordHeader::check(head, raw_id), HeaderCheck::Valid(_)) {
-                return true;
+            if let HeaderCheck::Valid(h) = RecordHeader::check(head, raw_id) {
+                // A record cannot have been synced past itself: such a claim
+                // is not ours.
+                let claim = h.synced_end as usize;
+                if claim > damage && claim <= pos {
+                    return true;
+                }
             }
         }
         pos += 1;
     }
     false
+}
+
+/// The end of a sealed file's records, as its trailer (the last
+/// [`TRAILER_LEN`] bytes of the file, `tail`) names it; `None` when the file
+/// has no valid trailer of its own.
+pub fn sealed_data_end(tail: &[u8], raw_id: u64) -> Option<u64> {
+    let t = Trailer::decode(tail, raw_id)?;
+    t.section_offset.checked_sub(RECORD_HEADER_LEN as u64)
+}
+
+/// Judges where a scan of a file stopped against the data end the file's
+/// trailer names, if it has one. A sealed file was synced whole, so records
+/// that stop short of that end (zeros or stale bytes before the real end read
+/// as a clean end) or damage before it are damage to synced data.
+pub fn judge_sealed_end(valid_end: u64, end: ScanEnd, sealed_end: Option<u64>) -> ScanEnd {
+    let Some(sealed_end) = sealed_end else {
+        return end;
+    };
+    match end {
+        ScanEnd::Damaged { offset, reason, .. } if offset < sealed_end => ScanEnd::Damaged {
+            offset,
+            reason: format!("{reason}, before the sealed end {sealed_end}"),
+            synced: true,
+        },
+        ScanEnd::Eof | ScanEnd::Zeros | ScanEnd::Stale if valid_end != sealed_end => {
+            ScanEnd::Damaged {
+                offset: valid_end,
+                reason: format!(
+                    "records end at {valid_end} but the file was sealed with its data ending at {sealed_end}"
+                ),
+                synced: true,
+            }
+        }
+        end => end,
+    }
 }

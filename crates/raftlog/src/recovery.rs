@@ -20,7 +20,7 @@ use crate::index::{FileRef, Index, RecordLoc};
 use crate::log_batch::Item;
 use crate::metrics::Metrics;
 use crate::pipe::{ActiveFile, Pipe};
-use crate::reader::{decode_header_of, scan_from, ScanEnd};
+use crate::reader::{decode_header_of, judge_sealed_end, scan_from, sealed_data_end, ScanEnd};
 use crate::section::{decode_section, LogOp, Section, Trailer, TRAILER_LEN};
 use crate::{Config, Error, RecoveryMode, Result};
 
@@ -312,10 +312,19 @@ pub(crate) fn recover(
             files.insert(id, file);
             continue;
         }
-        let writable = matches!(scan_end, ScanEnd::Damaged { .. });
+        let damaged = matches!(scan_end, ScanEnd::Damaged { .. });
+        // The last file of a queue may hold bytes that were written but never
+        // synced (the process died, the machine did not): they are recovered,
+        // so make them durable before a new file follows. Otherwise a later
+        // power cut could damage them in a file that is no longer the last,
+        // where damage counts as corruption.
+        let is_last = ids.iter().rev().find(|i| i.queue == id.queue) == Some(&id);
+        let writable = damaged || is_last;
         let file = fs.open(&path, writable).map_err(Error::io("open", &path))?;
-        if writable {
+        if damaged {
             file.truncate(end).map_err(Error::io("truncate", &path))?;
+        }
+        if writable {
             file.sync_all().map_err(Error::io("sync", &path))?;
         }
         if id.queue == Queue::Append {
@@ -474,6 +483,14 @@ fn read_and_scan_in_steps(
             }
         }
     };
+    // A sealed file names the end of its records in its trailer.
+    let mut tail = [0u8; TRAILER_LEN];
+    let sealed_end = (len >= (FILE_HEADER_LEN + TRAILER_LEN) as u64
+        && file
+            .read_exact_at(len - TRAILER_LEN as u64, &mut tail)
+            .is_ok())
+    .then(|| sealed_data_end(&tail, id.to_u64()))
+    .flatten();
     let mut records = Vec::new();
     let mut ops = Vec::new();
     let mut pos = FILE_HEADER_LEN;
@@ -508,7 +525,7 @@ fn read_and_scan_in_steps(
             id,
             content: Content::Records { records, ops },
             valid_end,
-            end,
+            end: judge_sealed_end(valid_end, end, sealed_end),
         }),
     }
 }
@@ -575,16 +592,21 @@ fn apply_file(
     if let ScanEnd::Damaged {
         offset,
         reason,
-        followed_by_valid,
+        synced,
     } = &scan.end
     {
+        // Only the last file of a queue can hold unsynced bytes: a file is
+        // synced whole before the next one of its queue is made, and recovery
+        // syncs the last ones before it makes a new file.
         let tolerated = match config.recovery_mode {
             RecoveryMode::AbsoluteConsistency => false,
-            RecoveryMode::TolerateTailCorruption => is_last && !followed_by_valid,
+            RecoveryMode::TolerateTailCorruption => is_last && !synced,
             RecoveryMode::TolerateAnyCorruption => true,
         };
-        let reason = if *followed_by_valid {
-            format!("{reason} (valid records follow, so this is not a torn write)")
+        let reason = if *synced {
+            format!("{reason} (the damaged bytes had been synced, so this is not a torn write)")
+        } else if !is_last {
+            format!("{reason} (in a file that was synced whole before the next one was made)")
         } else {
             reason.clone()
         };

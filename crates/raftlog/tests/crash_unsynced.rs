@@ -173,6 +173,12 @@ struct Outcomes {
 /// Writes a random history on a fresh engine, crashes keeping a random prefix
 /// of the unsynced writes, and returns the file system and the history.
 fn crashed_history(seed: u64, out: &mut Outcomes) -> (MemFs, History) {
+    crashed_history_with(seed, out, CrashMode::KeepRandomPrefix { seed: mix(seed) })
+}
+
+/// Writes a random history on a fresh engine, crashes with `mode`, and
+/// returns the file system and the history.
+fn crashed_history_with(seed: u64, out: &mut Outcomes, mode: CrashMode) -> (MemFs, History) {
     let mut rng = StdRng::seed_from_u64(seed);
     let fs = MemFs::new();
     let engine = open(&fs, small_config()).expect("open a new directory");
@@ -182,7 +188,7 @@ fn crashed_history(seed: u64, out: &mut Outcomes) -> (MemFs, History) {
     }
     out.rotations += engine.metrics().files_rotated;
     drop(engine);
-    fs.crash(CrashMode::KeepRandomPrefix { seed: mix(seed) });
+    fs.crash(mode);
     (fs, h)
 }
 
@@ -190,9 +196,28 @@ const RANDOM_CRASHES: u64 = 200;
 
 #[test]
 fn random_crashes_keep_a_prefix_with_every_synced_write() {
+    random_crashes(0, CrashMode::KeepRandomPrefix { seed: 0 });
+}
+
+/// A power cut keeps any subset of the pages written since the last sync, in
+/// any order, and any subset of the unsynced directory changes: the default
+/// mode still opens, with every synced write, and a prefix of the rest.
+#[test]
+fn random_page_crashes_keep_a_prefix_with_every_synced_write() {
+    random_crashes(5000, CrashMode::KeepRandomPages { seed: 0 });
+}
+
+/// Runs `RANDOM_CRASHES` histories from `first_seed` on, each crashed with
+/// `mode` reseeded per history.
+fn random_crashes(first_seed: u64, mode: CrashMode) {
     let mut out = Outcomes::default();
-    for seed in 0..RANDOM_CRASHES {
-        let (fs, h) = crashed_history(seed, &mut out);
+    for seed in first_seed..first_seed + RANDOM_CRASHES {
+        let mode = match mode {
+            CrashMode::KeepRandomPrefix { .. } => CrashMode::KeepRandomPrefix { seed: mix(seed) },
+            CrashMode::KeepRandomPages { .. } => CrashMode::KeepRandomPages { seed: mix(seed) },
+            other => other,
+        };
+        let (fs, h) = crashed_history_with(seed, &mut out, mode);
         let ctx = format!("seed {seed}");
         let engine = match open(&fs, small_config()) {
             Ok(e) => e,

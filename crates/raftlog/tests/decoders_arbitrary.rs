@@ -181,6 +181,7 @@ fn encode_record(file_id: u64, payload: &[u8], lz4: bool) -> Vec<u8> {
         stored_len: stored.len() as u32,
         raw_len: payload.len() as u32,
         payload_crc: crc32c(&stored),
+        synced_end: 24,
         codec,
     };
     let mut out = header.encode().to_vec();
@@ -326,6 +327,7 @@ proptest! {
             // LZ4 expands at most 255 times; the header check enforces it.
             raw_len: if lz4 { raw.min(len.saturating_mul(255).saturating_add(64)) } else { len },
             payload_crc: crc,
+            synced_end: crc.rotate_left(7),
             codec: if lz4 { CODEC_LZ4 } else { CODEC_NONE },
         };
         let mut bytes = h.encode();

@@ -217,7 +217,9 @@ fn write_sync_error_poisons_the_engine() {
     assert!(matches!(engine.sync(), Err(Error::Poisoned(_))));
     // Reads still work and do not show the batch whose sync failed.
     model.check(&engine, "poisoned");
-    engine.close().expect("close of a poisoned engine");
+    // Regression: close() returned Ok on a poisoned engine.
+    let err = engine.close().unwrap_err();
+    assert!(matches!(err, Error::Poisoned(_)), "close: {err:?}");
 
     // The failed batch never reached the durable image, so a crash drops it.
     check_after_crash(&fs, &model, CrashMode::DropUnsynced, "write::sync");
@@ -674,5 +676,70 @@ fn file_stats_during_retire_does_not_deadlock() {
     assert!(purged > 0, "the purge freed nothing, so retire never ran");
     model.append(&engine, 1, 1, true).unwrap();
     model.check(&engine, "after the purge");
+    scenario.teardown();
+}
+
+/// Regression: a group commit that failed (the disk filled up in its middle)
+/// was cut from the file without a sync, so a power cut could keep the
+/// group's first, complete record although its writer was told the write
+/// failed. The leader's pause lets two writers queue behind it, so they form
+/// the next group; the space left fits the first of their records only.
+#[test]
+fn a_failed_group_never_comes_back_after_a_power_cut() {
+    let scenario = FailScenario::setup();
+    let mem = MemFs::new();
+    let faults = Arc::new(FaultFs::new(Arc::new(mem.clone())));
+    let config = Config {
+        preallocate: false,
+        ..config()
+    };
+    let engine = Arc::new(Engine::open_with_fs(DIR, config.clone(), faults.clone()).unwrap());
+    let mut batch = LogBatch::new();
+    batch.add_entries(1, 1, &[entry(1, 1)]);
+    engine.write(&mut batch, true).unwrap();
+    fail::cfg("raftlog::write::leader", "1*pause").unwrap();
+    let write = |group: u64, len: usize| {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let mut batch = LogBatch::new();
+            let data: Vec<u8> = (0..len as u64)
+                .flat_map(|i| entry(group, 100 + i))
+                .collect();
+            batch.add_entries(group, 1, &[data]);
+            engine.write(&mut batch, false)
+        })
+    };
+    let leader = write(2, 1);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let small = write(3, 1);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let large = write(4, 20);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The leader's own record fits; of the next group only the small one.
+    faults.set_space_left(Some(2 * 1100 + 8000));
+    fail::cfg("raftlog::write::leader", "off").unwrap();
+    leader.join().unwrap().expect("the paused leader's write");
+    let small = small.join().unwrap();
+    let large = large.join().unwrap();
+    assert!(large.is_err(), "{large:?}");
+    assert!(small.is_err(), "the two did not form one group: {small:?}");
+    faults.set_space_left(None);
+    fail::remove("raftlog::write::leader");
+    drop(engine);
+    for seed in 0..64 {
+        let crashed = mem.deep_clone();
+        crashed.crash(CrashMode::KeepRandomPrefix { seed });
+        let engine = open(&crashed);
+        assert_eq!(
+            engine.last_index(3),
+            None,
+            "seed {seed}: a failed write came back"
+        );
+        assert_eq!(
+            engine.last_index(4),
+            None,
+            "seed {seed}: a failed write came back"
+        );
+    }
     scenario.teardown();
 }

@@ -3,7 +3,7 @@
 //!
 //! Proves, for a dense sample of offsets (every byte of every file header and
 //! record header, every 401st payload byte plus each payload's first, middle
-//! and last, the 28 bytes after the data and a sample of the zeros beyond) and
+//! and last, the end-marker bytes after the data and a sample of the zeros beyond) and
 //! every recovery mode: `open`
 //! never panics; `AbsoluteConsistency` refuses any flip in a file or record
 //! header or payload with `Error::Corruption` naming the file and the damaged

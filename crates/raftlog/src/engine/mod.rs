@@ -166,12 +166,12 @@ impl Engine {
     /// Seals the active files with their index sections, syncs them and
     /// closes the engine, so that the next open reads no record of the files
     /// written so far. Dropping the engine instead loses nothing synced, but
-    /// the next open scans the last files.
+    /// the next open scans the last files. Fails with [`Error::Poisoned`] if
+    /// an earlier failure poisoned the engine.
     pub fn close(self) -> Result<()> {
-        if self.poisoned.load(Ordering::SeqCst) {
-            // Nothing more can be made durable; the failure was reported.
-            return Ok(());
-        }
+        // Nothing more can be made durable: say so, rather than let the caller
+        // believe the engine closed cleanly.
+        self.check_poisoned()?;
         self.flush_compactions()?;
         // Writers still queued are served by their leader before the lock is ours.
         let _purge = self.purge_lock.lock();

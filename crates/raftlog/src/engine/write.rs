@@ -298,6 +298,8 @@ impl Engine {
             )));
         }
         let file_id = active.id.to_u64();
+        // Offsets fit in u32: checked above.
+        let synced_end = active.synced_end as u32;
         // One gathered write of every record and the end marker: no copy of
         // the payloads into one buffer.
         let headers: Vec<[u8; RECORD_HEADER_LEN]> = group
@@ -309,6 +311,7 @@ impl Engine {
                     stored_len: r.stored_len,
                     raw_len: r.raw_len,
                     payload_crc: r.payload_crc,
+                    synced_end,
                     codec: r.codec,
                 }
                 .encode()
@@ -320,6 +323,7 @@ impl Engine {
                 stored_len: p.len() as u32,
                 raw_len: p.len() as u32,
                 payload_crc: crc32c(p),
+                synced_end,
                 codec: CODEC_NONE,
             }
             .encode()
@@ -406,6 +410,9 @@ impl Engine {
             self.min_dirty.fetch_min(active.id.seq, Ordering::SeqCst);
         }
         active.offset = offset;
+        if sync {
+            active.synced_end = offset;
+        }
         Metrics::add(&self.metrics.bytes_written, total);
         Metrics::add(&self.metrics.batches_written, group.len() as u64);
         Metrics::add(&self.metrics.write_groups, 1);
@@ -426,12 +433,22 @@ impl Engine {
         e
     }
 
+    /// Cuts what a failed append may have left after the last good record, and
+    /// makes the cut durable: the caller was told the write failed, so its
+    /// records must not come back after a crash.
     fn cut_tail(&self, active: &crate::pipe::ActiveFile) -> Result<()> {
         let path = self.pipe.path(active.id);
+        fail::fail_point!("raftlog::write::cut", |_| Err(Error::Io {
+            op: "truncate",
+            path: path.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
         active
             .file
             .truncate(active.offset)
             .map_err(Error::io("truncate", &path))?;
+        active.file.sync_all().map_err(Error::io("sync", &path))?;
+        Metrics::add(&self.metrics.fsyncs, 1);
         if self.pipe.config.preallocate {
             // Best effort: without the space, appends extend the file instead.
             let _ = active
@@ -466,12 +483,13 @@ impl Engine {
     pub fn sync(&self) -> Result<()> {
         self.check_poisoned()?;
         self.flush_compactions()?;
-        let active = self.pipe.append.lock();
+        let mut active = self.pipe.append.lock();
         if let Err(e) = active.file.sync_data() {
             let e = Error::io("sync", self.pipe.path(active.id))(e);
             self.poison(&e);
             return Err(e);
         }
+        active.synced_end = active.offset;
         Metrics::add(&self.metrics.fsyncs, 1);
         Ok(())
     }
