@@ -1,4 +1,5 @@
-//! The read-side API a Raft store needs: `fetch_entries_to` and `get_entry`.
+//! The read-side API a Raft store needs: `fetch_entries_to`, `get_entry`,
+//! `scan_keys_in`, `used_bytes` and `path`.
 //!
 //! Proves, with a file system that records every read and one that flips bits
 //! on read:
@@ -13,10 +14,15 @@
 //! - `fetch_entries_to` and `get_entry` agree with a `BTreeMap` model over
 //!   random logs (overwrites, compactions, compressed and plain records,
 //!   several files) for random ranges and budgets, errors included;
-//! - hostile arguments to the entry reads give typed errors at once.
+//! - `scan_keys_in` agrees with filtering a `BTreeMap` for random bounds,
+//!   inverted (`InvalidArgument`), empty and unbounded ones included, stops
+//!   when its callback says so, and lets the callback write to the engine;
+//! - `used_bytes` grows as files are added and falls after a purge;
+//! - hostile arguments to every read method give typed errors at once.
 
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -325,6 +331,50 @@ fn get_entry_reads_exactly_its_record_and_verifies_all_of_it() {
     assert_eq!(h.engine.get_entry(1, 16).unwrap(), Some(entry(16, 1_000)));
 }
 
+#[test]
+fn used_bytes_grows_with_writes_and_falls_after_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), config()).unwrap();
+    assert_eq!(engine.path(), dir.path());
+    let empty = engine.used_bytes();
+    assert!(empty > 0, "the active file is on disk");
+
+    // About twenty files of entries.
+    write_records(&engine, 320, 4, 1_000);
+    let full = engine.used_bytes();
+    let stats = engine.file_stats();
+    assert!(stats.append_files > 10, "{stats:?}");
+    assert!(full > empty, "{full} after writes, {empty} before");
+    assert!(full >= stats.append_bytes, "{full} vs {stats:?}");
+    assert_eq!(
+        full,
+        on_disk(dir.path()),
+        "every log file, recycled ones aside"
+    );
+
+    engine.compact_to(1, engine.last_index(1).unwrap()).unwrap();
+    let purged = engine.purge().unwrap();
+    assert!(purged.files_purged > 10, "{purged:?}");
+    let after = engine.used_bytes();
+    assert!(after < full / 4, "{after} after purge, {full} before");
+    assert_eq!(after, on_disk(dir.path()));
+    assert_eq!(engine.get_entry(1, 1280).unwrap(), Some(entry(1280, 1_000)));
+}
+
+/// Bytes of the directory's log files, leaving out recycled ones.
+fn on_disk(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            !name.starts_with("recycle-")
+                && (name.ends_with(".raftlog") || name.ends_with(".rewrite"))
+        })
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
 /// A range of a model log: the answer `fetch_entries_to` owes.
 fn expected_fetch(
     log: &BTreeMap<u64, Vec<u8>>,
@@ -450,6 +500,109 @@ proptest! {
         }
     }
 
+    #[test]
+    fn scan_keys_in_agrees_with_filtering_a_btreemap(
+        keys in prop::collection::btree_map(prop::collection::vec(0u8..4, 0..3), prop::collection::vec(any::<u8>(), 0..4), 0..16),
+        ranges in prop::collection::vec((bound(), bound(), 0usize..20), 1..24),
+    ) {
+        let engine = Engine::open_with_fs(DIR, config(), Arc::new(MemFs::new())).unwrap();
+        let mut batch = LogBatch::new();
+        for (k, v) in &keys {
+            batch.put(1, k, v);
+        }
+        batch.put(2, b"\x01", b"another group");
+        engine.write(&mut batch, false).unwrap();
+        for (start, end, stop_after) in ranges {
+            let range = (as_ref(&start), as_ref(&end));
+            let inverted = match range {
+                (Bound::Included(lo) | Bound::Excluded(lo), Bound::Included(hi) | Bound::Excluded(hi)) => lo > hi,
+                _ => false,
+            };
+            let want: Vec<(Vec<u8>, Vec<u8>)> = keys
+                .iter()
+                .filter(|(k, _)| contains(range, k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut got = Vec::new();
+            let r = engine.scan_keys_in(1, range, |k, v| {
+                got.push((k.to_vec(), v.to_vec()));
+                got.len() < stop_after
+            });
+            if inverted {
+                prop_assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}: {:?}", range, r);
+                prop_assert!(got.is_empty());
+                continue;
+            }
+            r.unwrap();
+            let n = want.len().min(stop_after.max(1));
+            prop_assert_eq!(&got, &want[..n], "{:?} stopping after {}", range, stop_after);
+            // A group without keys has none in any range.
+            let mut none = true;
+            engine.scan_keys_in(9, range, |_, _| { none = false; true }).unwrap();
+            prop_assert!(none);
+        }
+        let mut all = Vec::new();
+        engine.scan_keys_in(1, .., |k, v| { all.push((k.to_vec(), v.to_vec())); true }).unwrap();
+        prop_assert_eq!(all, engine.scan_keys(1));
+    }
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    let key = prop::collection::vec(0u8..4, 0..3);
+    prop_oneof![
+        key.clone().prop_map(Bound::Included),
+        key.prop_map(Bound::Excluded),
+        Just(Bound::Unbounded),
+    ]
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(|k| k.as_slice())
+}
+
+fn contains(range: (Bound<&[u8]>, Bound<&[u8]>), key: &[u8]) -> bool {
+    let above = match range.0 {
+        Bound::Included(lo) => key >= lo,
+        Bound::Excluded(lo) => key > lo,
+        Bound::Unbounded => true,
+    };
+    let below = match range.1 {
+        Bound::Included(hi) => key <= hi,
+        Bound::Excluded(hi) => key < hi,
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+#[test]
+fn scan_keys_in_callback_may_write_to_the_group() {
+    let engine = Engine::open_with_fs(DIR, config(), Arc::new(MemFs::new())).unwrap();
+    let mut batch = LogBatch::new();
+    for k in [b"a", b"b", b"c"] {
+        batch.put(1, k, b"old");
+    }
+    engine.write(&mut batch, true).unwrap();
+    let mut seen = Vec::new();
+    engine
+        .scan_keys_in(1, &b"a"[..]..&b"c"[..], |k, v| {
+            // Runs outside the group's lock: writing the group cannot deadlock.
+            let mut batch = LogBatch::new();
+            batch.put(1, k, b"new");
+            engine.write(&mut batch, false).unwrap();
+            seen.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (b"a".to_vec(), b"old".to_vec()),
+            (b"b".to_vec(), b"old".to_vec())
+        ],
+        "one view, taken before the callback ran"
+    );
+    assert_eq!(engine.get(1, b"a").unwrap(), b"new");
+    assert_eq!(engine.get(1, b"c").unwrap(), b"old");
 }
 
 #[test]
@@ -524,6 +677,23 @@ fn hostile_arguments_get_typed_errors_at_once() {
     }
     assert_eq!(engine.first_index(u64::MAX), None);
     assert_eq!(engine.get(u64::MAX, &[]), None);
+    let never = |_: &[u8], _: &[u8]| -> bool { panic!("called on an empty or refused range") };
+    let (b, a): (&[u8], &[u8]) = (b"b", b"a");
+    assert!(matches!(
+        engine.scan_keys_in(7, b..a, never),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        engine.scan_keys_in(99, b..=a, never),
+        Err(Error::InvalidArgument(_))
+    ));
+    engine
+        .scan_keys_in(7, (Bound::Excluded(a), Bound::Excluded(a)), never)
+        .unwrap();
+    engine.scan_keys_in(7, a..a, never).unwrap();
+    engine
+        .scan_keys_in(7, (Bound::Excluded(a), Bound::Included(a)), never)
+        .unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "hostile arguments took {:?}",

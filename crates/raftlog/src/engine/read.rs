@@ -19,6 +19,8 @@
 //! - Arguments are checked against the index before any file is read, and no
 //!   allocation is sized by an argument: only by what the index holds.
 
+use std::ops::{Bound, RangeBounds};
+
 use crate::index::{EntryLoc, RecordLoc, Run};
 use crate::log_batch::entry_at;
 use crate::{Engine, Error, Result};
@@ -232,6 +234,61 @@ impl Engine {
                 .collect(),
             None => Vec::new(),
         }
+    }
+
+    /// Calls `f` with each key of `group` in `range`, and its value, in key
+    /// order, until `f` returns false. For example
+    /// `engine.scan_keys_in(g, &b"a"[..]..&b"b"[..], |k, v| ...)`, or with any
+    /// `RangeBounds` (`..`, `start..`, `(Bound::Excluded(k), Bound::Unbounded)`).
+    ///
+    /// `f` sees one consistent view of the group's keys: the pairs in the
+    /// range are copied under the group's read lock, and `f` runs after it is
+    /// released, so it may call into the engine (a callback run under the lock
+    /// could deadlock by writing the group, or by reading it while a writer
+    /// waits). A group's keys are few (its Raft states), so the copy is small.
+    ///
+    /// A range that starts after it ends is [`Error::InvalidArgument`] (a
+    /// caller's bug, like `begin > end` in [`Engine::fetch_entries_to`]); a
+    /// range that is merely empty (`k..k`, or both ends excluded at the same
+    /// key) calls `f` on nothing. An unknown group has no keys.
+    pub fn scan_keys_in<'k, R, F>(&self, group: u64, range: R, mut f: F) -> Result<()>
+    where
+        R: RangeBounds<&'k [u8]>,
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        let start: Bound<&[u8]> = range.start_bound().map(|k| *k);
+        let end: Bound<&[u8]> = range.end_bound().map(|k| *k);
+        if let (
+            Bound::Included(lo) | Bound::Excluded(lo),
+            Bound::Included(hi) | Bound::Excluded(hi),
+        ) = (start, end)
+        {
+            if lo > hi {
+                return Err(Error::InvalidArgument(format!(
+                    "group {group}: key range starts at {lo:?}, after its end {hi:?}"
+                )));
+            }
+            // Empty unless both ends are included; `BTreeMap::range` would
+            // panic on two excluded equal ends.
+            if lo == hi && !matches!((start, end), (Bound::Included(_), Bound::Included(_))) {
+                return Ok(());
+            }
+        }
+        let Some(g) = self.index.group(group) else {
+            return Ok(());
+        };
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = g
+            .read()
+            .kvs
+            .range::<[u8], _>((start, end))
+            .map(|(k, s)| (k.clone(), s.value.clone()))
+            .collect();
+        for (k, v) in &pairs {
+            if !f(k, v) {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
