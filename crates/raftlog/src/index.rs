@@ -94,7 +94,8 @@ impl Run {
         }
     }
 
-    fn end(&self) -> u64 {
+    /// One past the index of the last live entry.
+    pub fn end(&self) -> u64 {
         self.first + self.count as u64
     }
 
@@ -168,6 +169,46 @@ impl GroupIndex {
         let i = self.runs.partition_point(|r| r.first <= index) - 1;
         let run = &self.runs[i];
         (index < run.end()).then_some(run)
+    }
+
+    /// Returns the runs that hold entries `begin..end`, each cut to that range,
+    /// in index order; or, if the group does not hold one of them, the first
+    /// such index. Costs a binary search and one `Run` per run in the range,
+    /// never anything per entry.
+    pub fn runs_in(&self, begin: u64, end: u64) -> Result<Vec<Run>, u64> {
+        if begin >= end {
+            return Ok(Vec::new());
+        }
+        let Some(first_run) = self
+            .runs
+            .partition_point(|r| r.first <= begin)
+            .checked_sub(1)
+        else {
+            return Err(begin);
+        };
+        let mut out = Vec::new();
+        let mut next = begin;
+        for run in self.runs.range(first_run..) {
+            if next >= end {
+                break;
+            }
+            // Runs are contiguous, except transiently during recovery.
+            if run.first > next || run.end() <= next {
+                return Err(next);
+            }
+            let stop = run.end().min(end);
+            out.push(Run {
+                first: next,
+                count: (stop - next) as u32,
+                skip: run.skip + (next - run.first) as u32,
+                ..*run
+            });
+            next = stop;
+        }
+        if next < end {
+            return Err(next);
+        }
+        Ok(out)
     }
 
     /// Appends entries with Raft semantics: indexes at or below the last one
@@ -505,6 +546,23 @@ mod tests {
         assert_eq!(g.first_index(), Some(15));
         assert_eq!(g.compact_to(100).0, 6);
         assert!(g.runs.is_empty());
+    }
+
+    #[test]
+    fn runs_in_cuts_runs_to_the_range() {
+        let mut g = GroupIndex::default();
+        g.append_live(run(1, 10, 1));
+        g.append_live(run(11, 10, 2));
+        g.compact_to(3);
+        let cut = g.runs_in(5, 13).unwrap();
+        let spans: Vec<_> = cut.iter().map(|r| (r.first, r.count, r.skip)).collect();
+        assert_eq!(spans, vec![(5, 6, 4), (11, 2, 0)]);
+        assert_eq!(cut[0].entry(5), g.find(5).unwrap().entry(5));
+        assert_eq!(cut[1].entry(12), g.find(12).unwrap().entry(12));
+        assert!(g.runs_in(7, 7).unwrap().is_empty());
+        assert_eq!(g.runs_in(1, 5), Err(1));
+        assert_eq!(g.runs_in(15, 22), Err(21));
+        assert_eq!(g.runs_in(15, u64::MAX), Err(21));
     }
 
     #[test]

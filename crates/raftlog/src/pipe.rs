@@ -227,6 +227,13 @@ impl Pipe {
 
     /// Reads the record at `loc`, checks it and returns its payload.
     pub fn read_record(&self, loc: RecordLoc) -> Result<Vec<u8>> {
+        self.read_payload(loc).map(Payload::into_vec)
+    }
+
+    /// Reads exactly the record at `loc` (no byte before or after it), checks
+    /// its header and its whole payload against the payload checksum, and
+    /// returns the payload without copying it when it is stored uncompressed.
+    pub fn read_payload(&self, loc: RecordLoc) -> Result<Payload> {
         let id = loc.file.id();
         let file = self
             .files
@@ -271,12 +278,35 @@ impl Pipe {
     }
 }
 
+/// A record's checked payload. An uncompressed payload stays where it was
+/// read, behind the record header, so a reader that takes one entry out of it
+/// copies only that entry.
+#[derive(Debug)]
+pub(crate) struct Payload {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Payload {
+    /// Returns the payload as a vector of its own (moving an uncompressed one
+    /// to the front of its buffer).
+    pub fn into_vec(mut self) -> Vec<u8> {
+        self.buf.drain(..self.start);
+        self.buf
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
 /// Checks a whole record (header and stored payload) of file `file_id` and returns
 /// its payload, decompressed.
-pub(crate) fn decode_record(
-    mut buf: Vec<u8>,
-    file_id: u64,
-) -> std::result::Result<Vec<u8>, String> {
+pub(crate) fn decode_record(buf: Vec<u8>, file_id: u64) -> std::result::Result<Payload, String> {
     let head: &[u8; RECORD_HEADER_LEN] = buf
         .get(..RECORD_HEADER_LEN)
         .and_then(|h| h.try_into().ok())
@@ -296,11 +326,13 @@ pub(crate) fn decode_record(
         ));
     }
     if let Cow::Owned(raw) = verify_payload(&h, stored)? {
-        return Ok(raw);
+        return Ok(Payload { buf: raw, start: 0 });
     }
     // Uncompressed: the payload is the buffer past the header.
-    buf.drain(..RECORD_HEADER_LEN);
-    Ok(buf)
+    Ok(Payload {
+        buf,
+        start: RECORD_HEADER_LEN,
+    })
 }
 
 /// Checks a payload against its header and decompresses it; an uncompressed

@@ -49,6 +49,18 @@ struct Selected {
 
 impl Engine {
     /// Frees the oldest files; see the module docs of `purge.rs`.
+    ///
+    /// Returns what it did, and in [`PurgeOutcome::groups_to_compact`] (sorted,
+    /// each group once) the groups the caller should force-compact. The list is
+    /// empty unless the sealed append files hold more than
+    /// `purge_threshold_bytes`; then purge means to free every append file
+    /// older than the newest ones that hold half the threshold, by copying the
+    /// live data the groups still have in them into the rewrite queue. A group
+    /// whose live entries in those files total more than
+    /// `purge_rewrite_group_bytes_max` bytes (entry bytes only: its keys do not
+    /// count) is listed instead of copied, and the oldest of those files stay
+    /// until the caller compacts the group past them (`compact_to`, after a Raft
+    /// snapshot or log truncation) and a later purge frees them.
     pub fn purge(&self) -> Result<PurgeOutcome> {
         let _guard = self.purge_lock.lock();
         // Compactions still only in the index may free files below; log them

@@ -1,13 +1,36 @@
 //! The read path: entries by index or range, keys, first and last index.
 //! Readers take one group's read lock for the look-up and none for the file
 //! read; a read that lost a race with purge retries (see `moved`).
+//!
+//! Invariants:
+//! - Every entry returned comes from a record whose header and whole payload
+//!   passed their checksums in this read: damage gives `Error::Corruption`,
+//!   never wrong bytes. So an entry is never read alone, even from an
+//!   uncompressed record whose header and length table would locate it: the
+//!   payload checksum covers the whole stored payload, and the format has no
+//!   checksum per entry that a partial read could verify (a flipped bit in the
+//!   entry's own bytes would be returned as data). What is read is exactly the
+//!   record (`RecordLoc` gives its offset and length), never more of the file.
+//!   raft-engine makes the same choice: it reads and verifies an entry's whole
+//!   entries block, then keeps it in a cache (`read_entry_bytes_from_file`).
+//! - `fetch_entries_to` reads records in log order and stops at the first
+//!   entry that would take it over its byte budget, so the record after the
+//!   one holding that entry is never read.
+//! - Arguments are checked against the index before any file is read, and no
+//!   allocation is sized by an argument: only by what the index holds.
 
-use crate::index::{EntryLoc, RecordLoc};
+use std::ops::{Bound, RangeBounds};
+
+use crate::index::{EntryLoc, RecordLoc, Run};
 use crate::log_batch::entry_at;
 use crate::{Engine, Error, Result};
 
 impl Engine {
-    /// Returns entry `index` of `group`, or `None` if the group does not hold it.
+    /// Returns entry `index` of `group`, or `None` if the group does not hold
+    /// it (compacted, not yet written, or no such group).
+    ///
+    /// Reads the entry's whole record, exactly its bytes, and verifies it (see
+    /// the module docs for why not only the entry's bytes).
     pub fn get_entry(&self, group: u64, index: u64) -> Result<Option<Vec<u8>>> {
         for _ in 0..RETRIES {
             let Some(g) = self.index.group(group) else {
@@ -26,8 +49,61 @@ impl Engine {
         Err(self.retry_error(group, index))
     }
 
-    /// Returns the entries `begin..end` of `group`, stopping early once their total
-    /// size exceeds `max_bytes` (at least one entry is always returned).
+    /// Appends the entries `begin..end` of `group` to `out` and returns how
+    /// many it appended. With `max_bytes`, it stops before the first entry that
+    /// would take the appended entries' total size over it, but always appends
+    /// at least one (as raft-engine's `fetch_entries_to` does); `None` is no
+    /// limit.
+    ///
+    /// Records are read one at a time, in log order, each verified whole. The
+    /// size of an entry is known only once its record is read, so the record
+    /// holding the first entry over the budget is read, and no record after it.
+    ///
+    /// Errors, all before any file is read: `begin > end` is
+    /// [`Error::InvalidArgument`]; `begin == end` appends nothing, whatever the
+    /// group. An unknown group, or entries past the last index, are
+    /// [`Error::Unavailable`] naming the first missing index; `begin` below
+    /// the first index is [`Error::Compacted`]. On any error `out` is left as
+    /// it was.
+    ///
+    /// The entries come from one consistent view of the group's log, taken
+    /// under its read lock: a concurrent write that replaces some of them is
+    /// either wholly visible or not at all.
+    pub fn fetch_entries_to(
+        &self,
+        group: u64,
+        begin: u64,
+        end: u64,
+        max_bytes: Option<usize>,
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<usize> {
+        if begin > end {
+            return Err(Error::InvalidArgument(format!(
+                "group {group}: entry range {begin}..{end} ends before it begins"
+            )));
+        }
+        if begin == end {
+            return Ok(0);
+        }
+        let budget = max_bytes.unwrap_or(usize::MAX);
+        let before = out.len();
+        for _ in 0..RETRIES {
+            let runs = self.runs_in(group, begin, end)?;
+            match self.read_runs(group, &runs, budget, out) {
+                Ok(()) => return Ok(out.len() - before),
+                Err(Retry::Moved) => out.truncate(before),
+                Err(Retry::Failed(e)) => {
+                    out.truncate(before);
+                    return Err(e);
+                }
+            }
+        }
+        Err(self.retry_error(group, begin))
+    }
+
+    /// Returns the entries `begin..end` of `group`, stopping early once their
+    /// total size would exceed `max_bytes` (at least one entry is always
+    /// returned); see [`Engine::fetch_entries_to`], which it wraps.
     pub fn fetch_entries(
         &self,
         group: u64,
@@ -35,77 +111,73 @@ impl Engine {
         end: u64,
         max_bytes: usize,
     ) -> Result<Vec<Vec<u8>>> {
-        if begin >= end {
-            return Ok(Vec::new());
+        let mut out = Vec::new();
+        self.fetch_entries_to(group, begin, end, Some(max_bytes), &mut out)?;
+        Ok(out)
+    }
+
+    /// Checks `begin..end` (not empty) against the group's log and returns its
+    /// runs, cut to the range.
+    fn runs_in(&self, group: u64, begin: u64, end: u64) -> Result<Vec<Run>> {
+        let unavailable = |index| Error::Unavailable { group, index };
+        let Some(g) = self.index.group(group) else {
+            return Err(unavailable(begin));
+        };
+        let g = g.read();
+        let (Some(first), Some(last)) = (g.first_index(), g.last_index()) else {
+            return Err(unavailable(begin));
+        };
+        if begin < first {
+            return Err(Error::Compacted {
+                group,
+                index: begin,
+                first,
+            });
         }
-        'retry: for _ in 0..RETRIES {
-            let locs: Vec<EntryLoc> = {
-                let Some(g) = self.index.group(group) else {
-                    return Err(Error::Unavailable {
-                        group,
-                        index: begin,
-                    });
-                };
-                let g = g.read();
-                match (g.first_index(), g.last_index()) {
-                    (Some(first), _) if begin < first => {
-                        return Err(Error::Compacted {
-                            group,
-                            index: begin,
-                            first,
-                        })
-                    }
-                    (Some(_), Some(last)) if end <= last + 1 => {}
-                    _ => {
-                        return Err(Error::Unavailable {
-                            group,
-                            index: end - 1,
-                        })
-                    }
+        // `end > begin`, so `end - 1` does not wrap.
+        if end - 1 > last {
+            return Err(unavailable(begin.max(last.saturating_add(1))));
+        }
+        g.runs_in(begin, end).map_err(unavailable)
+    }
+
+    /// Appends the entries of `runs` to `out` until the budget is spent.
+    fn read_runs(
+        &self,
+        group: u64,
+        runs: &[Run],
+        budget: usize,
+        out: &mut Vec<Vec<u8>>,
+    ) -> std::result::Result<(), Retry> {
+        let mut bytes = 0usize;
+        let mut taken = 0usize;
+        for run in runs {
+            let payload = match self.pipe.read_payload(run.record) {
+                Ok(p) => p,
+                Err(_) if self.moved(group, run.first, run.entry(run.first)) => {
+                    return Err(Retry::Moved)
                 }
-                let mut locs = Vec::with_capacity((end - begin).min(1024) as usize);
-                let mut i = begin;
-                while i < end {
-                    let Some(run) = g.find(i) else {
-                        return Err(Error::Unavailable { group, index: i });
-                    };
-                    let stop = end.min(run.first + run.count as u64);
-                    locs.extend((i..stop).map(|j| run.entry(j)));
-                    i = stop;
-                }
-                locs
+                Err(e) => return Err(Retry::Failed(e)),
             };
-            let mut out = Vec::with_capacity(locs.len());
-            let mut bytes = 0usize;
-            let mut cached: Option<(RecordLoc, Vec<u8>)> = None;
-            for (k, loc) in locs.iter().enumerate() {
-                if cached.as_ref().map(|c| c.0) != Some(loc.record) {
-                    match self.pipe.read_record(loc.record) {
-                        Ok(p) => cached = Some((loc.record, p)),
-                        Err(e) => {
-                            if self.moved(group, begin + k as u64, *loc) {
-                                continue 'retry;
-                            }
-                            return Err(e);
-                        }
-                    }
+            let entries = RunEntries::new(&payload, run)
+                .map_err(|why| Retry::Failed(self.corrupt(run.record, why.into())))?;
+            for data in entries {
+                let data =
+                    data.map_err(|why| Retry::Failed(self.corrupt(run.record, why.into())))?;
+                let total = bytes.saturating_add(data.len());
+                if taken > 0 && total > budget {
+                    return Ok(());
                 }
-                let payload = &cached.as_ref().expect("filled above").1;
-                let data = entry_at(payload, loc.body_offset, loc.item_count, loc.position)
-                    .map_err(|e| self.corrupt(loc.record, e.to_string()))?;
-                if !out.is_empty() && bytes + data.len() > max_bytes {
-                    break;
-                }
-                bytes += data.len();
+                bytes = total;
+                taken += 1;
                 out.push(data.to_vec());
             }
-            return Ok(out);
         }
-        Err(self.retry_error(group, begin))
+        Ok(())
     }
 
     fn read_entry(&self, loc: EntryLoc) -> Result<Vec<u8>> {
-        let payload = self.pipe.read_record(loc.record)?;
+        let payload = self.pipe.read_payload(loc.record)?;
         entry_at(&payload, loc.body_offset, loc.item_count, loc.position)
             .map(|d| d.to_vec())
             .map_err(|e| self.corrupt(loc.record, e.to_string()))
@@ -162,6 +234,144 @@ impl Engine {
                 .collect(),
             None => Vec::new(),
         }
+    }
+
+    /// Calls `f` with each key of `group` in `range`, and its value, in key
+    /// order, until `f` returns false. For example
+    /// `engine.scan_keys_in(g, &b"a"[..]..&b"b"[..], |k, v| ...)`, or with any
+    /// `RangeBounds` (`..`, `start..`, `(Bound::Excluded(k), Bound::Unbounded)`).
+    ///
+    /// `f` sees one consistent view of the group's keys: the pairs in the
+    /// range are copied under the group's read lock, and `f` runs after it is
+    /// released, so it may call into the engine (a callback run under the lock
+    /// could deadlock by writing the group, or by reading it while a writer
+    /// waits). A group's keys are few (its Raft states), so the copy is small.
+    ///
+    /// A range that starts after it ends is [`Error::InvalidArgument`] (a
+    /// caller's bug, like `begin > end` in [`Engine::fetch_entries_to`]); a
+    /// range that is merely empty (`k..k`, or both ends excluded at the same
+    /// key) calls `f` on nothing. An unknown group has no keys.
+    pub fn scan_keys_in<'k, R, F>(&self, group: u64, range: R, mut f: F) -> Result<()>
+    where
+        R: RangeBounds<&'k [u8]>,
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        let start: Bound<&[u8]> = range.start_bound().map(|k| *k);
+        let end: Bound<&[u8]> = range.end_bound().map(|k| *k);
+        if let (
+            Bound::Included(lo) | Bound::Excluded(lo),
+            Bound::Included(hi) | Bound::Excluded(hi),
+        ) = (start, end)
+        {
+            if lo > hi {
+                return Err(Error::InvalidArgument(format!(
+                    "group {group}: key range starts at {lo:?}, after its end {hi:?}"
+                )));
+            }
+            // Empty unless both ends are included; `BTreeMap::range` would
+            // panic on two excluded equal ends.
+            if lo == hi && !matches!((start, end), (Bound::Included(_), Bound::Included(_))) {
+                return Ok(());
+            }
+        }
+        let Some(g) = self.index.group(group) else {
+            return Ok(());
+        };
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = g
+            .read()
+            .kvs
+            .range::<[u8], _>((start, end))
+            .map(|(k, s)| (k.clone(), s.value.clone()))
+            .collect();
+        for (k, v) in &pairs {
+            if !f(k, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a fetch attempt stopped without its entries.
+enum Retry {
+    /// Purge moved an entry while it was being read: look it up again.
+    Moved,
+    Failed(Error),
+}
+
+/// The entries of one run, taken from its record's payload in one pass over
+/// the item's length table: calling `entry_at` for each would sum the table
+/// from its start every time, quadratic in the item's size (a rewritten
+/// group's whole log may be one item).
+struct RunEntries<'p> {
+    payload: &'p [u8],
+    /// Offset of the item's length table.
+    table: usize,
+    /// Position of the next entry in the item, and one past the last wanted.
+    next: usize,
+    end: usize,
+    /// Offset of the next entry's bytes.
+    data: usize,
+}
+
+impl<'p> RunEntries<'p> {
+    fn new(payload: &'p [u8], run: &Run) -> std::result::Result<Self, &'static str> {
+        let end = run
+            .skip
+            .checked_add(run.count)
+            .filter(|e| *e <= run.item_count)
+            .ok_or("run reaches past its entries item")? as usize;
+        let table = run.body_offset as usize;
+        let data = (run.item_count as usize)
+            .checked_mul(4)
+            .and_then(|len| table.checked_add(len))
+            .filter(|d| *d <= payload.len())
+            .ok_or("entry length table past the payload")?;
+        let mut it = RunEntries {
+            payload,
+            table,
+            next: 0,
+            end,
+            data,
+        };
+        for _ in 0..run.skip {
+            it.data = it
+                .data
+                .checked_add(it.len(it.next))
+                .ok_or("entry lengths overflow")?;
+            it.next += 1;
+        }
+        Ok(it)
+    }
+
+    /// The length of entry `i`, whose table slot is inside the payload (`new`
+    /// checked the whole table).
+    fn len(&self, i: usize) -> usize {
+        let at = self.table + 4 * i;
+        let b = &self.payload[at..at + 4];
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+    }
+}
+
+impl<'p> Iterator for RunEntries<'p> {
+    type Item = std::result::Result<&'p [u8], &'static str>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.end {
+            return None;
+        }
+        let len = self.len(self.next);
+        let Some(bytes) = self
+            .data
+            .checked_add(len)
+            .and_then(|stop| self.payload.get(self.data..stop))
+        else {
+            self.next = self.end;
+            return Some(Err("entry past the payload"));
+        };
+        self.data += len;
+        self.next += 1;
+        Some(Ok(bytes))
     }
 }
 

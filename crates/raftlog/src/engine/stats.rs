@@ -1,5 +1,7 @@
 //! Counts of the index and of the files, for metrics pollers and tests.
 
+use std::path::Path;
+
 use crate::format::{FileId, Queue};
 use crate::Engine;
 
@@ -61,6 +63,29 @@ impl Engine {
             s.entry_bytes_per_entry = run_bytes as f64 / s.entries as f64;
         }
         s
+    }
+
+    /// Returns the directory the engine keeps its files in.
+    pub fn path(&self) -> &Path {
+        &self.pipe.dir
+    }
+
+    /// Returns the bytes the log files of both queues (append and rewrite,
+    /// the active files included) take on disk: the sum of their lengths, so
+    /// a preallocated file counts its whole size from its creation. The
+    /// engine's disk usage for a store's capacity report, like raft-engine's
+    /// `get_used_size`, and, like it, without the purged files kept for reuse
+    /// (`FileStats::recycled_files`): they are space set aside for the next
+    /// files, not log. It falls once `purge` deletes files.
+    pub fn used_bytes(&self) -> u64 {
+        // Handles are cloned out so that no lock is held across the calls.
+        let files: Vec<_> = self.pipe.files.read().values().cloned().collect();
+        files
+            .iter()
+            // A length query on an open handle does not fail on any real file
+            // system; if it did, the size files are made to reach stands in.
+            .map(|f| f.len().unwrap_or(self.pipe.config.target_file_size_bytes))
+            .sum()
     }
 
     /// Returns counts of the files on disk.

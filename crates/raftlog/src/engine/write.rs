@@ -501,6 +501,11 @@ impl Engine {
     /// unsynced write it is durable once a later sync covers it, and a crash
     /// before that brings the entries back: never a write made after it
     /// without the compaction.
+    ///
+    /// So after a crash on an idle engine, one that made no group commit and
+    /// no sync after the compaction, `first_index` can move back to where it
+    /// was: the compaction was never logged, or logged and not synced. Call
+    /// [`Engine::sync`] after it when the new first index must survive.
     pub fn compact_to(&self, group: u64, index: u64) -> Result<u64> {
         self.check_poisoned()?;
         let Some(g) = self.index.group(group) else {
