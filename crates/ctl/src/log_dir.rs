@@ -11,6 +11,7 @@ use strata_raftlog::format::{
     FileId, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN, LOCK_FILE_NAME, RECORD_HEADER_LEN,
     RECYCLE_PREFIX,
 };
+use strata_raftlog::inspect::sort_in_log_order;
 use strata_raftlog::reader::{scan_file, FileScan, ScanEnd, ScannedRecord};
 
 use crate::error::CtlError;
@@ -49,7 +50,7 @@ impl Listing {
                 listing.other.push(name);
             }
         }
-        listing.files.sort_by_key(|id| log_order(*id));
+        sort_in_log_order(&mut listing.files);
         Ok(listing)
     }
 
@@ -79,14 +80,6 @@ impl Listing {
             }
         }
         missing
-    }
-}
-
-/// Sorts files in the order recovery should apply them.
-fn log_order(id: FileId) -> (u8, u64) {
-    match id.queue {
-        Queue::Rewrite => (0, id.seq),
-        Queue::Append => (1, id.seq),
     }
 }
 

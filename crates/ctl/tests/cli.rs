@@ -6,7 +6,8 @@
 //!   fails (exit 1) naming file and offset for a flipped byte, a torn tail, a bad
 //!   header and a missing file, agreeing with what the engine's recovery says;
 //! - `stats` counts queues, compressed records, groups, live entries and keys as
-//!   the engine's own index does;
+//!   the engine's own index does, and `check` reads back the entries it holds,
+//!   even where purge left a hole in a group's log that a later file fills;
 //! - usage and I/O errors exit 2.
 
 use std::collections::BTreeMap;
@@ -407,4 +408,96 @@ fn stats_and_check_agree_with_the_engine_after_a_purge() {
         "{stats}"
     );
     assert!(check.contains(" entries=3 damage=0"), "{check}");
+}
+
+/// Purge can delete a record whose entries a later record replaced while an
+/// earlier record of the same group lives on in the rewrite queue: replay then
+/// meets a hole that a later file fills. The engine keeps the entries before the
+/// hole; `check` and `stats` must count them too.
+#[test]
+fn check_and_stats_agree_with_engine_after_purge_left_a_hole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config {
+        // One file per session.
+        target_file_size_bytes: 8 << 20,
+        purge_threshold_bytes: 1 << 20,
+        compression_threshold_bytes: 0, // So the filler counts in full.
+        ..config(false)
+    };
+    let entries = |range: std::ops::RangeInclusive<u64>| -> Vec<Vec<u8>> {
+        range.map(|i| format!("entry-{i}").into_bytes()).collect()
+    };
+    let mut b = LogBatch::new();
+
+    // File 1: group 1's entries 1..=10, and 1.2 MiB of group 3 that purge
+    // will want gone.
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    b.add_entries(1, 1, &entries(1..=10));
+    b.put(1, b"raft_state", b"term=1");
+    engine.write(&mut b, true).unwrap();
+    for i in 1..=12u64 {
+        b.add_entries(3, i, &[vec![i as u8; 100 << 10]]);
+        engine.write(&mut b, false).unwrap();
+    }
+    engine.close().unwrap();
+
+    // File 2: group 1 runs ahead to 18 (entries a new leader will replace),
+    // and group 2 writes the data that keeps file 2 from being purged.
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    b.add_entries(1, 11, &entries(11..=18));
+    b.add_entries(2, 1, &[b"pin".as_slice()]);
+    b.put(2, b"applied", b"1");
+    engine.write(&mut b, true).unwrap();
+    engine.close().unwrap();
+
+    // File 3: the new leader replaces group 1's log from entry 10 on, so only
+    // 1..=9 of file 1's record stay live; group 3 is compacted away. Purge
+    // copies 1..=9 into the rewrite queue and deletes file 1, the only home
+    // of the old entry 10, leaving file 2's 11..=18 after a hole that file 3
+    // fills on replay.
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    b.add_entries(1, 10, &[b"entry-10-new".as_slice()]);
+    engine.write(&mut b, true).unwrap();
+    engine.compact_to(3, 13).unwrap();
+    let purged = engine.purge().unwrap();
+    assert_eq!(
+        (purged.files_purged, purged.entries_rewritten),
+        (1, 9),
+        "{purged:?}"
+    );
+    engine.close().unwrap();
+    assert!(!tmp.path().join(FILE_1).exists());
+    assert!(tmp.path().join("0000000000000001.rewrite").exists());
+
+    let (code, stats) = raftlog("stats", tmp.path(), &[]);
+    assert_eq!(code, 0, "{stats}");
+    let (code, check) = raftlog("check", tmp.path(), &[]);
+    assert_eq!(code, 0, "{check}");
+
+    let engine = open(tmp.path(), config).unwrap();
+    assert_eq!(
+        (engine.first_index(1), engine.last_index(1)),
+        (Some(1), Some(10))
+    );
+    assert_eq!(
+        engine.get_entry(1, 1).unwrap().as_deref(),
+        Some(&b"entry-1"[..])
+    );
+    assert_eq!(
+        engine.get_entry(1, 10).unwrap().as_deref(),
+        Some(&b"entry-10-new"[..])
+    );
+    let index = engine.index_stats();
+    assert_eq!((index.groups, index.entries, index.keys), (2, 11, 2));
+    assert!(
+        stats.contains(&format!(
+            "index: groups={} live_entries={} keys={}",
+            index.groups, index.entries, index.keys
+        )),
+        "{stats}"
+    );
+    assert!(
+        check.contains(&format!(" entries={} damage=0", index.entries)),
+        "{check}"
+    );
 }
