@@ -8,8 +8,9 @@
 //!    with what each recovery mode would make of it. Past damage, the scan
 //!    resumes at the next valid record of the file, to count what recovery would
 //!    drop and to find further damage.
-//! 3. The valid records are applied in log order to an index rebuilt in memory,
-//!    and every entry it holds is read back from its file and decoded.
+//! 3. The valid records are replayed in log order into the engine's own index
+//!    (`strata_raftlog::inspect`), and every entry it holds is read back from
+//!    its file and decoded.
 //!
 //! A torn tail (damage at the end of a queue's last file) counts as damage: the
 //! engine opens it by default, but bytes were lost. A file left unfinished by a
@@ -22,11 +23,11 @@ use std::path::{Path, PathBuf};
 use strata_fs::FileSystem;
 use strata_raftlog::entry_at;
 use strata_raftlog::format::FileId;
+use strata_raftlog::inspect::{IndexReplay, ReplayError, ReplayedIndex};
 use strata_raftlog::reader::ScanEnd;
 
 use crate::error::CtlError;
 use crate::log_dir::{describe_end, Content, Listing, LogFile};
-use crate::replay::Replay;
 use crate::Verdict;
 
 /// One thing wrong with the directory.
@@ -69,7 +70,7 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         });
     }
 
-    let mut replay = Replay::default();
+    let mut replay = IndexReplay::new();
     let mut records = 0u64;
     for &id in &listing.files {
         let file = LogFile::load(fs, &listing, id)?;
@@ -78,10 +79,16 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
             Content::Scanned(scan) => {
                 for rec in &scan.records {
                     if let Err(e) = replay.apply(id, rec) {
+                        let reason = match e {
+                            ReplayError::Undecodable { source, .. } => {
+                                format!("a scanned record does not decode: {source}")
+                            }
+                            other => format!("the record cannot be replayed: {other}"),
+                        };
                         damage.push(Damage {
                             path: path.clone(),
                             offset: Some(rec.offset),
-                            reason: format!("a scanned record does not decode: {e}"),
+                            reason,
                         });
                     }
                 }
@@ -111,16 +118,17 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
                 if let ScanEnd::Damaged {
                     offset,
                     reason,
-                    followed_by_valid,
+                    synced,
                 } = &scan.end
                 {
-                    let torn = listing.is_last(id) && !followed_by_valid;
+                    let torn = listing.is_last(id) && !synced;
                     let verdict = if torn {
                         "a torn tail: recovery cuts it there unless recovery_mode is \
                          absolute_consistency"
-                    } else if *followed_by_valid {
-                        "valid records follow, so not a torn write: only \
-                         tolerate_any_corruption opens this, dropping the rest of the file"
+                    } else if *synced {
+                        "the damaged bytes had been synced (a later record or the file's \
+                         trailer says so), so not a torn write: only tolerate_any_corruption \
+                         opens this, dropping the rest of the file"
                     } else {
                         "not the last file of its queue: only tolerate_any_corruption opens \
                          this, dropping the rest of the file"
@@ -146,7 +154,7 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         }
     }
 
-    let entries = verify_entries(fs, &listing, &replay, &mut damage)?;
+    let entries = verify_entries(fs, &listing, &replay.finish(), &mut damage)?;
     for d in &damage {
         writeln!(out, "damage: {d}")?;
     }
@@ -165,16 +173,18 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
     })
 }
 
-/// Reads every live entry of `replay` back from its file and decodes it; returns
+/// Reads every live entry of `index` back from its file and decodes it; returns
 /// how many were read, adding a damage for each that fails.
 fn verify_entries(
     fs: &dyn FileSystem,
     listing: &Listing,
-    replay: &Replay,
+    index: &ReplayedIndex,
     damage: &mut Vec<Damage>,
 ) -> Result<u64, CtlError> {
     let mut verified = 0u64;
-    for (id, runs) in replay.runs_by_file() {
+    // Runs come by file: each file is loaded once.
+    for runs in index.live_runs().chunk_by(|a, b| a.file == b.file) {
+        let id = runs[0].file;
         let path = listing.path(&id.file_name());
         let file = LogFile::load(fs, listing, id)?;
         let Content::Scanned(scan) = file.content else {
@@ -186,20 +196,21 @@ fn verify_entries(
             .iter()
             .map(|r| (r.offset, r.payload.as_slice()))
             .collect();
-        for (group, run) in runs {
+        for run in runs {
             let Some(payload) = payloads.get(&run.record_offset) else {
                 damage.push(changed_under_us(&path, id, Some(run.record_offset)));
                 continue;
             };
             for k in 0..run.count {
-                let position = run.skip + k;
+                let position = run.first_position + k;
                 if let Err(e) = entry_at(payload, run.body_offset, run.item_count, position) {
                     damage.push(Damage {
                         path: path.clone(),
                         offset: Some(run.record_offset),
                         reason: format!(
-                            "group {group} entry {} does not decode: {e}",
-                            run.first + k as u64
+                            "group {} entry {} does not decode: {e}",
+                            run.group,
+                            run.first_index + k as u64
                         ),
                     });
                 } else {

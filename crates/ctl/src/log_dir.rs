@@ -11,7 +11,11 @@ use strata_raftlog::format::{
     FileId, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN, LOCK_FILE_NAME, RECORD_HEADER_LEN,
     RECYCLE_PREFIX,
 };
-use strata_raftlog::reader::{scan_file, FileScan, ScanEnd, ScannedRecord};
+use strata_raftlog::inspect::sort_in_log_order;
+use strata_raftlog::reader::{
+    judge_sealed_end, scan_file, sealed_data_end, FileScan, ScanEnd, ScannedRecord,
+};
+use strata_raftlog::section::TRAILER_LEN;
 
 use crate::error::CtlError;
 
@@ -49,7 +53,7 @@ impl Listing {
                 listing.other.push(name);
             }
         }
-        listing.files.sort_by_key(|id| log_order(*id));
+        sort_in_log_order(&mut listing.files);
         Ok(listing)
     }
 
@@ -79,14 +83,6 @@ impl Listing {
             }
         }
         missing
-    }
-}
-
-/// Sorts files in the order recovery should apply them.
-fn log_order(id: FileId) -> (u8, u64) {
-    match id.queue {
-        Queue::Rewrite => (0, id.seq),
-        Queue::Append => (1, id.seq),
     }
 }
 
@@ -172,23 +168,29 @@ impl LogFile {
     }
 }
 
-/// Resumes scanning after each damage that valid records of this file follow,
-/// at the next offset holding a valid record header of the file.
+/// Resumes scanning after each damage, at the next offset holding a valid
+/// record header of the file, while there is one.
 fn resume_past_damage(bytes: &[u8], end: &ScanEnd, id: FileId) -> Vec<Beyond> {
     let mut beyond = Vec::new();
     let mut end = end.clone();
-    while let ScanEnd::Damaged {
-        offset,
-        followed_by_valid: true,
-        ..
-    } = end
-    {
+    let sealed_end = bytes
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .filter(|&at| at >= FILE_HEADER_LEN)
+        .and_then(|at| sealed_data_end(&bytes[at..], id.to_u64()));
+    while let ScanEnd::Damaged { offset, .. } = end {
         let Some(at) = next_valid_header(bytes, offset as usize + 1, id) else {
             break;
         };
-        // Scan the rest as if it followed the file header, then shift offsets back.
+        // Scan the rest as if it followed the file header, then shift offsets
+        // back. The trailer names the sealed end in the file's own offsets:
+        // blank it in the copy and judge the shifted end against it below.
         let mut rest = bytes[..FILE_HEADER_LEN].to_vec();
         rest.extend_from_slice(&bytes[at..]);
+        if sealed_end.is_some() {
+            let n = rest.len();
+            rest[n - TRAILER_LEN..].fill(0);
+        }
         let Ok(scan) = scan_file(&rest) else {
             break; // The header decoded once; it cannot fail now.
         };
@@ -205,14 +207,15 @@ fn resume_past_damage(bytes: &[u8], end: &ScanEnd, id: FileId) -> Vec<Beyond> {
             ScanEnd::Damaged {
                 offset,
                 reason,
-                followed_by_valid,
+                synced,
             } => ScanEnd::Damaged {
                 offset: offset + shift,
                 reason,
-                followed_by_valid,
+                synced,
             },
             other => other,
         };
+        end = judge_sealed_end(scan.valid_end + shift, end, sealed_end);
         beyond.push(Beyond {
             resumed_at: at as u64,
             records,
@@ -262,10 +265,10 @@ pub fn describe_end(end: &ScanEnd) -> String {
         ScanEnd::Damaged {
             offset,
             reason,
-            followed_by_valid,
+            synced,
         } => {
-            let follow = if *followed_by_valid {
-                ", valid records follow"
+            let follow = if *synced {
+                ", in bytes that had been synced"
             } else {
                 ""
             };
@@ -297,6 +300,7 @@ mod tests {
                 stored_len: 2,
                 raw_len: 2,
                 payload_crc: crc32c(&payload),
+                synced_end: 24,
                 codec: CODEC_NONE,
             };
             offsets.push(bytes.len());

@@ -12,7 +12,6 @@ mod check;
 mod dump;
 mod error;
 mod log_dir;
-mod replay;
 mod stats;
 
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! `strata-ctl raftlog stats <dir>`: counts what a raftlog directory holds: per
 //! queue its files, bytes and records (how many compressed), then the groups,
-//! live entries and keys of the index rebuilt by replaying the records as
-//! recovery would.
+//! live entries and keys of the index rebuilt by the engine's own replay
+//! (`strata_raftlog::inspect`), so they are what the engine would hold.
 //!
 //! Damage is counted, not described: `check` says where it is.
 
@@ -11,11 +11,11 @@ use std::path::Path;
 
 use strata_fs::FileSystem;
 use strata_raftlog::format::{Queue, CODEC_LZ4};
+use strata_raftlog::inspect::IndexReplay;
 use strata_raftlog::reader::ScanEnd;
 
 use crate::error::CtlError;
 use crate::log_dir::{queue_name, Content, Listing, LogFile};
-use crate::replay::Replay;
 use crate::Verdict;
 
 /// Counts of one queue.
@@ -37,7 +37,7 @@ struct QueueStats {
 pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verdict, CtlError> {
     let listing = Listing::read(fs, dir)?;
     let mut queues: BTreeMap<Queue, QueueStats> = BTreeMap::new();
-    let mut replay = Replay::default();
+    let mut replay = IndexReplay::new();
     let mut damaged = listing.missing().len() as u64;
     let mut unfinished = 0u64;
     for &id in &listing.files {
@@ -90,12 +90,11 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         unfinished,
         listing.other.len()
     )?;
+    let index = replay.finish().stats();
     writeln!(
         out,
         "index: groups={} live_entries={} keys={}",
-        replay.groups(),
-        replay.live_entries(),
-        replay.keys()
+        index.groups, index.entries, index.keys
     )?;
     let hint = if damaged > 0 {
         " (run `strata-ctl raftlog check` for where)"

@@ -6,7 +6,8 @@
 //!   fails (exit 1) naming file and offset for a flipped byte, a torn tail, a bad
 //!   header and a missing file, agreeing with what the engine's recovery says;
 //! - `stats` counts queues, compressed records, groups, live entries and keys as
-//!   the engine's own index does;
+//!   the engine's own index does, and `check` reads back the entries it holds,
+//!   even where purge left a hole in a group's log that a later file fills;
 //! - usage and I/O errors exit 2.
 
 use std::collections::BTreeMap;
@@ -147,7 +148,7 @@ fn dump_shows_files_records_items_and_entries() {
     for expected in [
         "file 0000000000000001.raftlog queue=append seq=1 size=",
         "file 0000000000000002.raftlog queue=append seq=2 size=",
-        " version=1 records=4 ",
+        " version=2 records=4 ",
         "end=zeros (the end marker",
         "  record offset=24 len=",
         "codec=lz4",
@@ -226,7 +227,7 @@ fn check_names_file_and_offset_of_a_flipped_byte() {
     let tmp = tempfile::tempdir().unwrap();
     build_dir(tmp.path(), false);
     // A byte of the first record's payload, in a file with valid records after it.
-    flip_byte(&tmp.path().join(FILE_1), 24 + 28 + 3);
+    flip_byte(&tmp.path().join(FILE_1), 24 + 32 + 3);
     let (code, out) = raftlog("check", tmp.path(), &[]);
     assert_eq!(code, 1, "{out}");
     let line = out
@@ -237,7 +238,7 @@ fn check_names_file_and_offset_of_a_flipped_byte() {
         line.contains(&format!("{FILE_1} at offset 24: payload checksum mismatch")),
         "{line}"
     );
-    assert!(line.contains("valid records follow"), "{line}");
+    assert!(line.contains("had been synced"), "{line}");
     assert!(out.contains(" damage=1"), "{out}");
     // The three records after the damaged one are found and shown, as lost.
     assert!(
@@ -248,9 +249,9 @@ fn check_names_file_and_offset_of_a_flipped_byte() {
     );
     let (code, dump) = raftlog("dump", tmp.path(), &[]);
     assert_eq!(code, 0);
-    // The damaged first record spans 24..109 (a 28-byte header, 57 of payload).
+    // The damaged first record spans 24..113 (a 32-byte header, 57 of payload).
     assert!(
-        dump.contains("  resumed at offset=109 past the damage (recovery drops what follows) records=3 end=zeros"),
+        dump.contains("  resumed at offset=113 past the damage (recovery drops what follows) records=3 end=zeros"),
         "{dump}"
     );
     assert!(dump.contains("remove_group group=3"), "{dump}");
@@ -270,7 +271,7 @@ fn check_names_file_and_offset_of_a_flipped_byte() {
 fn check_flags_a_torn_tail_the_engine_would_cut() {
     let tmp = tempfile::tempdir().unwrap();
     build_dir(tmp.path(), false);
-    // Cut into the last record: past the 28-byte end marker and 5 bytes more.
+    // Cut into the last record: past the end marker and 5 bytes more.
     let path = tmp.path().join(FILE_2);
     // (The data ends at the end marker; the file's index section follows.)
     let data_end = scan_file(&std::fs::read(&path).unwrap()).unwrap().valid_end;
@@ -407,4 +408,96 @@ fn stats_and_check_agree_with_the_engine_after_a_purge() {
         "{stats}"
     );
     assert!(check.contains(" entries=3 damage=0"), "{check}");
+}
+
+/// Purge can delete a record whose entries a later record replaced while an
+/// earlier record of the same group lives on in the rewrite queue: replay then
+/// meets a hole that a later file fills. The engine keeps the entries before the
+/// hole; `check` and `stats` must count them too.
+#[test]
+fn check_and_stats_agree_with_engine_after_purge_left_a_hole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config {
+        // One file per session.
+        target_file_size_bytes: 8 << 20,
+        purge_threshold_bytes: 1 << 20,
+        compression_threshold_bytes: 0, // So the filler counts in full.
+        ..config(false)
+    };
+    let entries = |range: std::ops::RangeInclusive<u64>| -> Vec<Vec<u8>> {
+        range.map(|i| format!("entry-{i}").into_bytes()).collect()
+    };
+    let mut b = LogBatch::new();
+
+    // File 1: group 1's entries 1..=10, and 1.2 MiB of group 3 that purge
+    // will want gone.
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    b.add_entries(1, 1, &entries(1..=10));
+    b.put(1, b"raft_state", b"term=1");
+    engine.write(&mut b, true).unwrap();
+    for i in 1..=12u64 {
+        b.add_entries(3, i, &[vec![i as u8; 100 << 10]]);
+        engine.write(&mut b, false).unwrap();
+    }
+    engine.close().unwrap();
+
+    // File 2: group 1 runs ahead to 18 (entries a new leader will replace),
+    // and group 2 writes the data that keeps file 2 from being purged.
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    b.add_entries(1, 11, &entries(11..=18));
+    b.add_entries(2, 1, &[b"pin".as_slice()]);
+    b.put(2, b"applied", b"1");
+    engine.write(&mut b, true).unwrap();
+    engine.close().unwrap();
+
+    // File 3: the new leader replaces group 1's log from entry 10 on, so only
+    // 1..=9 of file 1's record stay live; group 3 is compacted away. Purge
+    // copies 1..=9 into the rewrite queue and deletes file 1, the only home
+    // of the old entry 10, leaving file 2's 11..=18 after a hole that file 3
+    // fills on replay.
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    b.add_entries(1, 10, &[b"entry-10-new".as_slice()]);
+    engine.write(&mut b, true).unwrap();
+    engine.compact_to(3, 13).unwrap();
+    let purged = engine.purge().unwrap();
+    assert_eq!(
+        (purged.files_purged, purged.entries_rewritten),
+        (1, 9),
+        "{purged:?}"
+    );
+    engine.close().unwrap();
+    assert!(!tmp.path().join(FILE_1).exists());
+    assert!(tmp.path().join("0000000000000001.rewrite").exists());
+
+    let (code, stats) = raftlog("stats", tmp.path(), &[]);
+    assert_eq!(code, 0, "{stats}");
+    let (code, check) = raftlog("check", tmp.path(), &[]);
+    assert_eq!(code, 0, "{check}");
+
+    let engine = open(tmp.path(), config).unwrap();
+    assert_eq!(
+        (engine.first_index(1), engine.last_index(1)),
+        (Some(1), Some(10))
+    );
+    assert_eq!(
+        engine.get_entry(1, 1).unwrap().as_deref(),
+        Some(&b"entry-1"[..])
+    );
+    assert_eq!(
+        engine.get_entry(1, 10).unwrap().as_deref(),
+        Some(&b"entry-10-new"[..])
+    );
+    let index = engine.index_stats();
+    assert_eq!((index.groups, index.entries, index.keys), (2, 11, 2));
+    assert!(
+        stats.contains(&format!(
+            "index: groups={} live_entries={} keys={}",
+            index.groups, index.entries, index.keys
+        )),
+        "{stats}"
+    );
+    assert!(
+        check.contains(&format!(" entries={} damage=0", index.entries)),
+        "{check}"
+    );
 }

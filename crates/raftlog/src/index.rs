@@ -19,6 +19,7 @@ use std::sync::Arc;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use rustc_hash::FxHashMap;
 
+use crate::engine::IndexStats;
 use crate::format::{FileId, Queue, SEQ_MAX};
 use crate::log_batch::Item;
 
@@ -457,6 +458,39 @@ impl Index {
                 f(&mut g.write());
             }
         }
+    }
+
+    /// Ends a replay (recovery's, or a tool's through `inspect.rs`): a hole
+    /// left after the whole replay means the log restarted there, so the runs
+    /// before it go. Runs grew by doubling during the replay: the slack is
+    /// given back. Returns true if any runs were dropped.
+    pub fn finish_replay(&self) -> bool {
+        let mut holes = false;
+        self.for_each_mut(|g| {
+            holes |= g.close_holes();
+            g.runs.shrink_to_fit();
+        });
+        holes
+    }
+
+    /// Returns counts and memory of the index.
+    pub fn stats(&self) -> IndexStats {
+        let mut s = IndexStats::default();
+        let mut run_bytes = 0u64;
+        self.for_each(|_, g| {
+            if g.is_empty() {
+                return;
+            }
+            s.groups += 1;
+            s.entries += g.entry_count();
+            s.keys += g.kvs.len() as u64;
+            s.memory_bytes += g.memory_bytes() as u64;
+            run_bytes += (g.runs.capacity() * std::mem::size_of::<Run>()) as u64;
+        });
+        if s.entries > 0 {
+            s.entry_bytes_per_entry = run_bytes as f64 / s.entries as f64;
+        }
+        s
     }
 
     /// Removes a group's entry if it holds nothing (after compaction and deletes).

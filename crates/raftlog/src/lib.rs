@@ -8,6 +8,8 @@
 //! into a rewrite queue. Opening the engine rebuilds the index by scanning the
 //! files in parallel. The design and the durability argument are in
 //! `docs/raftlog.md`; the bytes on disk in `docs/format/raftlog.md`.
+//! [`inspect`] replays scanned records into that same index without opening
+//! the engine, for tools.
 //!
 //! ```
 //! use strata_raftlog::{Config, Engine, LogBatch};
@@ -26,6 +28,7 @@ mod engine;
 mod error;
 pub mod format;
 mod index;
+pub mod inspect;
 mod log_batch;
 mod metrics;
 mod pipe;

@@ -192,8 +192,7 @@ pub(crate) fn recover(
             recycled.push(name);
         }
     }
-    // Log order: the rewrite queue (copies of the oldest data) before the append queue.
-    ids.sort_by_key(|id| (id.queue != Queue::Rewrite, id.seq));
+    crate::inspect::sort_in_log_order(&mut ids);
     check_contiguous(dir, &ids)?;
 
     // Sections skip the records' checksums: a mode that promises to verify
@@ -267,14 +266,8 @@ pub(crate) fn recover(
         }
     });
     outcome?;
-    // A hole left after the whole replay means the log restarted there. Runs
-    // grew by doubling during the replay: give back the slack.
-    let mut holes = false;
-    index.for_each_mut(|g| {
-        holes |= g.close_holes();
-        g.runs.shrink_to_fit();
-    });
-    if holes {
+    // A hole left after the whole replay means the log restarted there.
+    if index.finish_replay() {
         // The dropped runs may be copies in the rewrite queue.
         min_dirty = 0;
     }

@@ -502,7 +502,7 @@ proptest! {
 
     #[test]
     fn scan_keys_in_agrees_with_filtering_a_btreemap(
-        keys in prop::collection::btree_map(prop::collection::vec(0u8..4, 0..3), prop::collection::vec(any::<u8>(), 0..4), 0..16),
+        keys in prop::collection::btree_map(prop::collection::vec(0u8..4, 1..3), prop::collection::vec(any::<u8>(), 0..4), 0..16),
         ranges in prop::collection::vec((bound(), bound(), 0usize..20), 1..24),
     ) {
         let engine = Engine::open_with_fs(DIR, config(), Arc::new(MemFs::new())).unwrap();

@@ -47,22 +47,7 @@ impl Engine {
 
     /// Returns counts and memory of the index.
     pub fn index_stats(&self) -> IndexStats {
-        let mut s = IndexStats::default();
-        let mut run_bytes = 0u64;
-        self.index.for_each(|_, g| {
-            if g.is_empty() {
-                return;
-            }
-            s.groups += 1;
-            s.entries += g.entry_count();
-            s.keys += g.kvs.len() as u64;
-            s.memory_bytes += g.memory_bytes() as u64;
-            run_bytes += (g.runs.capacity() * std::mem::size_of::<crate::index::Run>()) as u64;
-        });
-        if s.entries > 0 {
-            s.entry_bytes_per_entry = run_bytes as f64 / s.entries as f64;
-        }
-        s
+        self.index.stats()
     }
 
     /// Returns the directory the engine keeps its files in.
