@@ -39,9 +39,10 @@ pub enum Error {
     /// A config field is out of bounds.
     #[error("invalid config: {0}")]
     Config(String),
-    /// An earlier sync failed, so the engine no longer knows what is durable and
-    /// refuses every write until it is reopened.
-    #[error("engine refuses writes after a failed sync: {0}")]
+    /// An earlier failure (a failed sync, a panic on the group-commit leader)
+    /// left what is durable unknown, so the engine refuses every write until it
+    /// is reopened.
+    #[error("engine refuses writes after a failure left what is durable unknown: {0}")]
     Poisoned(String),
     /// The entry was compacted away.
     #[error("group {group}: entry {index} is compacted (first index is {first})")]

@@ -212,3 +212,105 @@ fn a_batch_resets_a_group_to_a_snapshot_and_appends_after_it() {
         "a gap after a partial compaction",
     );
 }
+
+/// Every config field out of its bounds is refused by `open` with
+/// `Error::Config`, before the directory is touched; the directory then opens
+/// with a good config and holds what it held.
+#[test]
+fn configs_out_of_bounds_are_refused_before_any_io() {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut batch = LogBatch::new();
+    batch.add_entries(1, 1, &[b"kept"]);
+    engine.write(&mut batch, true).unwrap();
+    drop(engine);
+    let bad: Vec<(&str, Config)> = vec![
+        (
+            "tiny files",
+            Config {
+                target_file_size_bytes: 1,
+                ..Config::default()
+            },
+        ),
+        (
+            "huge files",
+            Config {
+                target_file_size_bytes: u64::MAX,
+                ..Config::default()
+            },
+        ),
+        (
+            "no purge threshold",
+            Config {
+                purge_threshold_bytes: 0,
+                ..Config::default()
+            },
+        ),
+        (
+            "no recovery threads",
+            Config {
+                recovery_threads: 0,
+                ..Config::default()
+            },
+        ),
+        (
+            "too many threads",
+            Config {
+                recovery_threads: usize::MAX,
+                ..Config::default()
+            },
+        ),
+        (
+            "huge recycle pool",
+            Config {
+                recycle_files_max: usize::MAX,
+                ..Config::default()
+            },
+        ),
+        (
+            "tiny batches",
+            Config {
+                batch_bytes_max: 0,
+                ..Config::default()
+            },
+        ),
+        (
+            "huge batches",
+            Config {
+                batch_bytes_max: u64::MAX,
+                ..Config::default()
+            },
+        ),
+        (
+            "huge compression threshold",
+            Config {
+                compression_threshold_bytes: u64::MAX,
+                ..Config::default()
+            },
+        ),
+        (
+            "huge rewrite limit",
+            Config {
+                purge_rewrite_group_bytes_max: u64::MAX,
+                ..Config::default()
+            },
+        ),
+    ];
+    for (what, config) in bad {
+        let written = fs.bytes_written();
+        let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+        let result = within(what, move || {
+            Engine::open_with_fs(DIR, config, dyn_fs).map(|_| ())
+        });
+        assert!(
+            matches!(result, Err(Error::Config(_))),
+            "{what}: {result:?}"
+        );
+        assert_eq!(fs.bytes_written(), written, "{what}: wrote before refusing");
+    }
+    let engine = open(&fs);
+    assert_eq!(
+        engine.get_entry(1, 1).unwrap().as_deref(),
+        Some(&b"kept"[..])
+    );
+}
