@@ -391,6 +391,12 @@ impl Index {
         self.shard(group).read().get(&group).cloned()
     }
 
+    /// Returns the group's last index, without taking a reference to the
+    /// group (the write path's continuity check asks this for every run).
+    pub fn last_index(&self, group: u64) -> Option<u64> {
+        self.shard(group).read().get(&group)?.read().last_index()
+    }
+
     fn group_or_insert(&self, group: u64) -> Arc<RwLock<GroupIndex>> {
         if let Some(g) = self.group(group) {
             return g;

@@ -213,7 +213,7 @@ impl Engine {
 
     /// Returns the last index of `group`, if it has entries.
     pub fn last_index(&self, group: u64) -> Option<u64> {
-        self.index.group(group)?.read().last_index()
+        self.index.last_index(group)
     }
 
     /// Returns the value of `key` in `group`.

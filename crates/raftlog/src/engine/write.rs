@@ -153,11 +153,11 @@ impl Engine {
             (batch.entry_runs.len() + batch.resets.len() > 32).then(Default::default);
         let mut last_of = |group: u64, f: &mut dyn FnMut(&mut Option<u64>)| {
             let slot = match &mut big {
-                Some(map) => map.entry(group).or_insert_with(|| self.last_index(group)),
+                Some(map) => map.entry(group).or_insert_with(|| self.index.last_index(group)),
                 None => match small.iter().position(|e| e.0 == group) {
                     Some(i) => &mut small[i].1,
                     None => {
-                        small.push((group, self.last_index(group)));
+                        small.push((group, self.index.last_index(group)));
                         &mut small.last_mut().expect("just pushed").1
                     }
                 },
