@@ -36,7 +36,6 @@ mod purge;
 pub mod reader;
 mod recovery;
 pub mod section;
-mod write_group;
 
 pub use config::{Config, RecoveryMode};
 pub use engine::{Engine, FileStats, IndexStats};

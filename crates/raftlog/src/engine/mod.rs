@@ -11,7 +11,7 @@
 //!   that is still copied in the rewrite queue; purge must not delete such a
 //!   file before it has rewritten the rewrite queue (see `purge.rs`).
 //!
-//! Concurrency: see `write_group.rs` (writers), `index.rs` (readers) and
+//! Concurrency: see `strata-log`'s `group_commit.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
 //!
 //! Lock order, the one list every path follows: a thread that holds a lock
@@ -30,7 +30,7 @@
 //!     a writer's payload and slot, the write queue's state.
 //!
 //! The group-commit queue's own state and slots are never held while a leader
-//! serves (see `write_group.rs`).
+//! serves (see `strata-log`'s `group_commit.rs`).
 //!
 //! The impl is split by responsibility: `write.rs` (group commit, sync,
 //! compaction), `read.rs` (entries and keys), `stats.rs` (counts and memory),
@@ -54,8 +54,8 @@ use crate::index::Index;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::pipe::Pipe;
 use crate::recovery::RecoveryReport;
-use crate::write_group::WriteQueue;
 use crate::{Config, Error, Result};
+use strata_log::group_commit::WriteQueue;
 
 /// The raft log engine. Share it between threads with an `Arc`.
 #[derive(Debug)]

@@ -13,8 +13,8 @@ use crate::format::{RecordHeader, CODEC_LZ4, CODEC_NONE, FILE_HEADER_LEN, RECORD
 use crate::index::{FileRef, RecordLoc};
 use crate::log_batch::{decode_items_with_capacity, spare, LogBatch};
 use crate::metrics::Metrics;
-use crate::write_group::Writer;
 use crate::{Engine, Error, Result};
+use strata_log::group_commit::Writer;
 
 /// What a writer hands to the group-commit leader.
 #[derive(Debug)]
@@ -153,7 +153,9 @@ impl Engine {
             (batch.entry_runs.len() + batch.resets.len() > 32).then(Default::default);
         let mut last_of = |group: u64, f: &mut dyn FnMut(&mut Option<u64>)| {
             let slot = match &mut big {
-                Some(map) => map.entry(group).or_insert_with(|| self.index.last_index(group)),
+                Some(map) => map
+                    .entry(group)
+                    .or_insert_with(|| self.index.last_index(group)),
                 None => match small.iter().position(|e| e.0 == group) {
                     Some(i) => &mut small[i].1,
                     None => {

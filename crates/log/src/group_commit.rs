@@ -22,7 +22,8 @@ use parking_lot::{Condvar, Mutex};
 
 /// A writer's request and, once served, its outcome.
 #[derive(Debug)]
-pub(crate) struct Writer<T, R> {
+pub struct Writer<T, R> {
+    /// What the writer asked for; the leader reads it while it serves.
     pub request: T,
     slot: Mutex<Slot<R>>,
     cv: Condvar,
@@ -46,11 +47,18 @@ struct QueueState<T, R> {
 
 /// The queue of writers.
 #[derive(Debug)]
-pub(crate) struct WriteQueue<T, R> {
+pub struct WriteQueue<T, R> {
     state: Mutex<QueueState<T, R>>,
 }
 
+impl<T, R> Default for WriteQueue<T, R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T, R> WriteQueue<T, R> {
+    /// An empty queue: the first writer leads at once.
     pub fn new() -> Self {
         WriteQueue {
             state: Mutex::new(QueueState {
@@ -196,8 +204,10 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// A writer after it was served: its request and its outcome.
 #[derive(Debug)]
-pub(crate) struct Served<T, R> {
+pub struct Served<T, R> {
+    /// The writer, with its request (to take buffers back from it).
     pub writer: Arc<Writer<T, R>>,
+    /// What the leader made of the request.
     pub outcome: R,
 }
 
