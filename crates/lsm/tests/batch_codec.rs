@@ -116,7 +116,8 @@ proptest! {
 #[test]
 fn every_invalid_argument_is_refused_until_clear() {
     let long_key = vec![b'k'; KEY_BYTES_MAX + 1];
-    let cases: Vec<Box<dyn Fn(&mut WriteBatch)>> = vec![
+    type Fill = Box<dyn Fn(&mut WriteBatch)>;
+    let cases: Vec<Fill> = vec![
         Box::new(|b| b.put(0, b"", b"v")),
         Box::new(|b| b.delete(0, b"")),
         Box::new(|b| b.put_blob_index(3, b"", b"ref")),

@@ -77,10 +77,13 @@ fn bound() -> impl Strategy<Value = Option<Vec<u8>>> {
     prop_oneof![2 => Just(None), 1 => key().prop_map(Some)]
 }
 
+/// One version of a key: seqno, kind, value.
+type Version = (SeqNo, ValueKind, Vec<u8>);
+
 /// Every version of every key, and every range tombstone.
 #[derive(Debug, Default)]
 struct Model {
-    versions: BTreeMap<Vec<u8>, Vec<(SeqNo, ValueKind, Vec<u8>)>>,
+    versions: BTreeMap<Vec<u8>, Vec<Version>>,
     tombstones: Vec<(Vec<u8>, Vec<u8>, SeqNo)>,
 }
 
@@ -169,10 +172,7 @@ fn apply(steps: &[Step]) -> (Vec<Arc<Memtable>>, Model, SeqNo) {
 fn get(tables: &[Arc<Memtable>], key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, Vec<u8>)> {
     for m in tables.iter().rev() {
         match m.get(key, snapshot) {
-            Some((ValueKind::Put | ValueKind::BlobIndex, v)) => {
-                let kind = m.get(key, snapshot).unwrap().0;
-                return Some((kind, v));
-            }
+            Some((kind @ (ValueKind::Put | ValueKind::BlobIndex), v)) => return Some((kind, v)),
             Some(_) => return None,
             None => {}
         }
