@@ -7,9 +7,29 @@
 //! This crate is being built in layers, bottom up: the internal key format
 //! (`key`) comes first, then SST files, the memtable, the write-ahead log,
 //! versions and compaction.
+//!
+//! The in-memory half of the write path: a [`WriteBatch`] is filled and
+//! validated, takes consecutive sequence numbers from the [`SeqAllocator`],
+//! is inserted into the column families' [`Memtable`]s, and becomes visible
+//! to readers when the allocator publishes it. Readers merge memtables (and
+//! later SST files) with a [`MergingIterator`] and see one snapshot through
+//! a [`SnapshotIterator`].
 
+pub mod batch;
+pub mod column_family;
 pub mod error;
+pub mod iter;
 pub mod key;
+pub mod memtable;
+pub mod seq;
 
+pub use batch::{BatchItem, DecodedBatch, WriteBatch};
+pub use column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
 pub use error::{Error, Result};
+pub use iter::{
+    InternalIterator, IterOptions, MergingIterator, RangeTombstone, RangeTombstoneSet,
+    SnapshotIterator,
+};
 pub use key::{InternalKey, SeqNo, ValueKind, MAX_SEQNO};
+pub use memtable::{Memtable, MemtableId, MemtableIter, MemtableList};
+pub use seq::SeqAllocator;

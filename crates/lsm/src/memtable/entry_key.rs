@@ -1,0 +1,130 @@
+//! The memtable's key type: an encoded internal key ordered by
+//! [`key::compare`], and its borrowed form, so that a lookup compares the
+//! caller's bytes in place instead of allocating an owned key per seek.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+
+use crate::key::{self, SeqNo, TRAILER_LEN};
+
+/// An owned encoded internal key (`user_key | u64 trailer`) as stored in the
+/// skiplist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EntryKey(Box<[u8]>);
+
+impl EntryKey {
+    /// The key of `user_key` with `trailer`.
+    pub(crate) fn new(user_key: &[u8], trailer: u64) -> EntryKey {
+        let mut encoded = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+        encoded.extend_from_slice(user_key);
+        encoded.extend_from_slice(&trailer.to_le_bytes());
+        EntryKey(encoded.into_boxed_slice())
+    }
+
+    /// The encoded bytes.
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The user key.
+    pub(crate) fn user_key(&self) -> &[u8] {
+        &self.0[..self.0.len() - TRAILER_LEN]
+    }
+
+    /// The sequence number.
+    pub(crate) fn seqno(&self) -> SeqNo {
+        let t: [u8; 8] = self.0[self.0.len() - TRAILER_LEN..]
+            .try_into()
+            .expect("built with a trailer");
+        u64::from_le_bytes(t) >> 8
+    }
+}
+
+impl Ord for EntryKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        key::compare(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for EntryKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Borrowed encoded internal key bytes, ordered as [`EntryKey`] is. The
+/// skiplist's lookups take `&Q` where the key type borrows as `Q`, so this is
+/// an unsized view over `[u8]`, as `std::path::Path` is over `OsStr`.
+#[derive(Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct KeyRef([u8]);
+
+impl KeyRef {
+    /// Views `encoded` as an internal key.
+    pub(crate) fn new(encoded: &[u8]) -> &KeyRef {
+        // SAFETY: `KeyRef` is `repr(transparent)` over `[u8]`, so the two
+        // references have the same layout and metadata (the length), and the
+        // lifetime is carried over unchanged.
+        unsafe { &*(encoded as *const [u8] as *const KeyRef) }
+    }
+}
+
+impl Ord for KeyRef {
+    fn cmp(&self, other: &Self) -> Ordering {
+        key::compare(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for KeyRef {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Borrow<KeyRef> for EntryKey {
+    fn borrow(&self) -> &KeyRef {
+        KeyRef::new(&self.0)
+    }
+}
+
+/// Builds into `buf` the encoded key `user_key | trailer`, for seeks.
+pub(crate) fn encode_into(buf: &mut Vec<u8>, user_key: &[u8], trailer: u64) {
+    buf.clear();
+    buf.extend_from_slice(user_key);
+    buf.extend_from_slice(&trailer.to_le_bytes());
+}
+
+/// The trailer that sorts before every version of a user key.
+pub(crate) const TRAILER_FIRST: u64 = u64::MAX;
+/// The trailer that sorts after every version of a user key.
+pub(crate) const TRAILER_LAST: u64 = 0;
+
+/// The trailer of a seek to the newest version at or below `snapshot`: the
+/// largest trailer with that seqno (kind byte 0xff sorts before every kind).
+pub(crate) fn seek_trailer(snapshot: SeqNo) -> u64 {
+    (snapshot.min(key::MAX_SEQNO) << 8) | 0xff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{trailer, ValueKind};
+
+    #[test]
+    fn owned_and_borrowed_keys_order_alike() {
+        let a = EntryKey::new(b"a", trailer(5, ValueKind::Put));
+        let b = EntryKey::new(b"a", trailer(3, ValueKind::Put));
+        assert!(a < b);
+        let (ra, rb): (&KeyRef, &KeyRef) = (a.borrow(), b.borrow());
+        assert!(ra < rb);
+        let mut seek = Vec::new();
+        encode_into(&mut seek, b"a", seek_trailer(4));
+        assert!(KeyRef::new(&seek) > ra && KeyRef::new(&seek) < rb);
+        encode_into(&mut seek, b"a", TRAILER_FIRST);
+        assert!(KeyRef::new(&seek) < ra);
+        encode_into(&mut seek, b"a", TRAILER_LAST);
+        assert!(KeyRef::new(&seek) > rb);
+        assert_eq!(a.seqno(), 5);
+        assert_eq!(a.user_key(), b"a");
+    }
+}
