@@ -24,7 +24,7 @@ fn read_all(fs: &dyn FileSystem, path: &Path, m: &Model) -> Result<(), Error> {
     assert_eq!(fwd, list, "forward scan returned wrong entries");
     let back = scan_backward(&mut r.iter())?;
     assert_eq!(back, list, "backward scan returned wrong entries");
-    for (k, _) in &m.entries {
+    for k in m.entries.keys() {
         let got = r.get(k.user_key(), k.seqno())?;
         assert_eq!(
             got,

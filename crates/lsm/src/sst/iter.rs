@@ -11,6 +11,13 @@
 //!   a data entry that does not is reported as corruption, never returned.
 //! - Bounds: `lower` is inclusive, `upper` exclusive, both on user keys; an
 //!   entry outside them is never reported as valid.
+//! - Each block's order is checked when it is decoded; the order across
+//!   blocks is checked as the iterator moves: `next` must reach a larger
+//!   key, `prev` a smaller one, `seek` a key at or after its target and
+//!   `seek_for_prev` one at or before it. A file whose blocks pass their
+//!   checksums but disagree with each other (only a writer bug or a forged
+//!   file can do that) is then reported as corruption rather than scanned
+//!   out of order.
 //!
 //! Concurrency: an iterator is owned by one thread; it holds the reader's
 //! shared state (`Arc`), so it outlives the `SstReader` it came from.
@@ -251,6 +258,23 @@ pub struct SstIter {
     positioned: bool,
     seqno: SeqNo,
     kind: ValueKind,
+    /// The key before the last move (a reused buffer), for the order check.
+    before: Vec<u8>,
+}
+
+/// What the key reached by a move must be, relative to a reference key.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// After `before` (next).
+    After,
+    /// Before `before` (prev).
+    Before,
+    /// At or after `before` (seek to `before`).
+    AtOrAfter,
+    /// At or before `before` (seek_for_prev to `before`).
+    AtOrBefore,
+    /// No check (first, last).
+    Any,
 }
 
 impl SstIter {
@@ -273,6 +297,7 @@ impl SstIter {
             positioned: false,
             seqno: 0,
             kind: ValueKind::Put,
+            before: Vec::new(),
         }
     }
 
@@ -309,7 +334,7 @@ impl SstIter {
 
     /// Checks the entry the data cursor is at, and the bounds in the
     /// direction of travel (`forward`: the upper bound, else the lower).
-    fn settle(&mut self, result: Result<()>, forward: bool) -> Result<()> {
+    fn settle(&mut self, result: Result<()>, forward: bool, expect: Expect) -> Result<()> {
         self.positioned = false;
         if let Err(e) = result {
             self.data.inner = None;
@@ -337,6 +362,22 @@ impl SstIter {
                 .reader
                 .corruption(at, "data block: a range deletion among point entries"));
         }
+        let order = key::compare(self.data.key(), &self.before);
+        let ordered = match expect {
+            Expect::After => order.is_gt(),
+            Expect::Before => order.is_lt(),
+            Expect::AtOrAfter => order.is_ge(),
+            Expect::AtOrBefore => order.is_le(),
+            Expect::Any => true,
+        };
+        if !ordered {
+            let at = self.data.block_offset();
+            self.data.inner = None;
+            return Err(self.data.reader.corruption(
+                at,
+                format!("data block: keys out of order across blocks ({expect:?} expected)"),
+            ));
+        }
         let in_bounds = if forward {
             self.upper.as_deref().is_none_or(|u| user_key < u)
         } else {
@@ -351,14 +392,17 @@ impl SstIter {
     /// Moves to the first entry at or after `target` (an encoded internal
     /// key; see [`lookup_key`]), or the lower bound if later.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let r = match &self.lower {
+        self.before.clear();
+        match &self.lower {
             Some(l) if key::compare(target, &lookup_key(l, MAX_SEQNO)).is_lt() => {
-                let t = lookup_key(l, MAX_SEQNO);
-                self.data.seek(&t)
+                self.before.extend_from_slice(&lookup_key(l, MAX_SEQNO));
             }
-            _ => self.data.seek(target),
-        };
-        self.settle(r, true)
+            _ => self.before.extend_from_slice(target),
+        }
+        let t = std::mem::take(&mut self.before);
+        let r = self.data.seek(&t);
+        self.before = t;
+        self.settle(r, true, Expect::AtOrAfter)
     }
 
     /// Moves to the last entry at or before `target`, or before the upper
@@ -369,8 +413,10 @@ impl SstIter {
                 return self.last();
             }
         }
+        self.before.clear();
+        self.before.extend_from_slice(target);
         let r = self.data.seek_for_prev(target);
-        self.settle(r, false)
+        self.settle(r, false, Expect::AtOrBefore)
     }
 
     /// Moves to the first entry (at or after the lower bound).
@@ -382,7 +428,7 @@ impl SstIter {
             }
             None => self.data.first(),
         };
-        self.settle(r, true)
+        self.settle(r, true, Expect::Any)
     }
 
     /// Moves to the last entry (before the upper bound).
@@ -404,7 +450,7 @@ impl SstIter {
         {
             r = self.data.prev();
         }
-        self.settle(r, false)
+        self.settle(r, false, Expect::Any)
     }
 
     fn user_key_raw(&self) -> &[u8] {
@@ -421,8 +467,10 @@ impl SstIter {
         if !self.positioned {
             return Ok(());
         }
+        self.before.clear();
+        self.before.extend_from_slice(self.data.key());
         let r = self.data.next();
-        self.settle(r, true)
+        self.settle(r, true, Expect::After)
     }
 
     /// Moves to the previous entry. Does nothing unless `valid()`.
@@ -430,7 +478,9 @@ impl SstIter {
         if !self.positioned {
             return Ok(());
         }
+        self.before.clear();
+        self.before.extend_from_slice(self.data.key());
         let r = self.data.prev();
-        self.settle(r, false)
+        self.settle(r, false, Expect::Before)
     }
 }
