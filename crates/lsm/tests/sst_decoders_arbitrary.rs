@@ -228,3 +228,69 @@ fn forged_block_out_of_order_across_blocks_is_corruption() {
     let e = scan_backward(&mut r.iter()).unwrap_err().to_string();
     assert!(e.contains("out of order across blocks"), "{e}");
 }
+
+/// Writes the fuzz targets' seed corpus (`fuzz/corpus/<target>/`): valid
+/// encodings of each decoder's input, so the fuzzer starts past the checks.
+/// Run `cargo test -p strata-lsm --test sst_decoders_arbitrary -- --ignored`.
+#[test]
+#[ignore = "regenerates the checked-in fuzz seed corpus"]
+fn write_fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let put = |target: &str, name: &str, bytes: &[u8]| {
+        let d = dir.join(target);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(name), bytes).unwrap();
+    };
+    let m = sample_model(12);
+    for (name, c) in [("none", Compression::None), ("lz4", Compression::Lz4)] {
+        let (fs, path) = memfs_with(&m, tiny(c));
+        let f = fs.open_file(&path);
+        let mut bytes = vec![0u8; f.len().unwrap() as usize];
+        f.read_exact_at(0, &mut bytes).unwrap();
+        put("open_scan", name, &bytes);
+        let footer = &bytes[bytes.len() - 52..];
+        put("footer", name, footer);
+        let first_end = (5..bytes.len())
+            .find(|&e| strata_lsm::sst::unseal_block(&bytes[..e]).is_ok())
+            .unwrap();
+        put("stored_block", name, &bytes[..first_end]);
+    }
+    let e: Vec<(Vec<u8>, Vec<u8>)> = (0..6u8)
+        .map(|i| {
+            let k = InternalKey::new(&[b'k', i], i as u64 + 1, strata_lsm::ValueKind::Put);
+            (k.encoded().to_vec(), vec![i; 3])
+        })
+        .collect();
+    let mut with_order = vec![0u8];
+    with_order.extend_from_slice(&block_of(&e, 2));
+    put("block", "internal", &with_order);
+    let mut index = BlockBuilder::new(1);
+    for (i, (k, _)) in e.iter().enumerate() {
+        index.add(
+            k,
+            &BlockHandle {
+                offset: i as u64 * 40,
+                size: 35,
+            }
+            .encode(),
+        );
+    }
+    put("index", "six", &index.finish());
+    let mut f = FilterBuilder::new(10);
+    for (k, _) in &e {
+        f.add(k);
+    }
+    put("filter", "six", &f.finish());
+    let mut p = Properties::default();
+    p.user.insert("user.x".into(), vec![1, 2]);
+    put("properties", "default", &p.encode());
+    let mut mi = MetaIndex::default();
+    mi.blocks.insert(
+        "strata.properties".into(),
+        BlockHandle {
+            offset: 9,
+            size: 90,
+        },
+    );
+    put("meta_index", "one", &mi.encode());
+}
