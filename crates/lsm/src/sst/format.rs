@@ -7,7 +7,7 @@
 //! - The footer is exactly [`FOOTER_LEN`] bytes at the very end of the file.
 //! - A block handle's `size` excludes the 5-byte trailer that follows it.
 
-use strata_codec::{crc32c, put_varint, DecodeError, Reader};
+use strata_codec::{crc32c, put_varint, varint_len, DecodeError, Reader};
 
 /// The 8 bytes that end every SST file ("STRATSST"), checked before anything
 /// else so that a file of another kind is refused rather than misread.
@@ -86,7 +86,8 @@ impl BlockHandle {
         out
     }
 
-    /// Decodes a handle that must fill `bytes` exactly.
+    /// Decodes a handle that must fill `bytes` exactly, in the shortest
+    /// encoding (so every handle has exactly one byte string).
     pub fn decode(bytes: &[u8]) -> Result<BlockHandle, DecodeError> {
         let mut r = Reader::new(bytes);
         let offset = r.varint()?;
@@ -96,6 +97,13 @@ impl BlockHandle {
                 "block handle",
                 r.position(),
                 "trailing bytes",
+            ));
+        }
+        if varint_len(offset) + varint_len(size) != bytes.len() {
+            return Err(DecodeError::invalid(
+                "block handle",
+                0,
+                "varint not in its shortest form",
             ));
         }
         Ok(BlockHandle { offset, size })
@@ -263,5 +271,7 @@ mod tests {
         b.push(0);
         assert!(BlockHandle::decode(&b).is_err());
         assert_eq!(h.end(), None);
+        // 53 written as `b5 00` instead of `35`.
+        assert!(BlockHandle::decode(&[0xb5, 0x00, 0x23]).is_err());
     }
 }
