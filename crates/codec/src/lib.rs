@@ -1,5 +1,5 @@
 //! Byte-level building blocks shared by every Strata engine: fixed-width and
-//! variable-width integers, checksums and block compression.
+//! variable-width integers, checksums and block compression (LZ4, zstd).
 //!
 //! Invariants:
 //! - Nothing here does I/O or allocates more than the caller's input implies.
@@ -12,7 +12,10 @@ mod reader;
 mod varint;
 
 pub use checksum::{crc32c, crc32c_append, salted_crc32c};
-pub use compress::{looks_incompressible, lz4_compress, lz4_compress_into, lz4_decompress};
+pub use compress::{
+    looks_incompressible, lz4_compress, lz4_compress_into, lz4_decompress, zstd_compress,
+    zstd_decompress, ZSTD_DEFAULT_LEVEL,
+};
 pub use reader::Reader;
 pub use varint::{put_varint, varint_len, MAX_VARINT_LEN};
 

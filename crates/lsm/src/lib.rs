@@ -5,8 +5,8 @@
 //! in `docs/lsm.md`; the bytes on disk in `docs/format/`.
 //!
 //! This crate is being built in layers, bottom up: the internal key format
-//! (`key`) comes first, then SST files, the memtable, the write-ahead log,
-//! versions and compaction.
+//! (`key`) comes first, then SST files (`sst`, with the shared block cache in
+//! `cache`), the memtable, the write-ahead log, versions and compaction.
 //!
 //! The in-memory half of the write path: a [`WriteBatch`] is filled and
 //! validated, takes consecutive sequence numbers from the [`SeqAllocator`],
@@ -16,15 +16,19 @@
 //! a [`SnapshotIterator`].
 
 pub mod batch;
+pub mod cache;
 pub mod column_family;
 pub mod error;
 pub mod iter;
 pub mod key;
 pub mod memtable;
 pub mod seq;
+pub mod sst;
 
 pub use batch::{BatchItem, DecodedBatch, WriteBatch};
 pub use column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
+
+pub use cache::BlockCache;
 pub use error::{Error, Result};
 pub use iter::{
     InternalIterator, IterOptions, MergingIterator, RangeTombstone, RangeTombstoneSet,
@@ -33,3 +37,7 @@ pub use iter::{
 pub use key::{InternalKey, SeqNo, ValueKind, MAX_SEQNO};
 pub use memtable::{Memtable, MemtableId, MemtableIter, MemtableList};
 pub use seq::SeqAllocator;
+pub use sst::{
+    Compression, Properties, PropertiesCollector, SstFileInfo, SstIter, SstReader, SstWriter,
+    SstWriterOptions,
+};

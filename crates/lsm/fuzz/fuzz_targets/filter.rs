@@ -1,0 +1,4 @@
+//! Fuzzes `filter`: see `src/decoders.rs` for what must hold of any answer.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| strata_lsm_fuzz::decoders::filter(data));

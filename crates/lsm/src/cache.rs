@@ -1,0 +1,130 @@
+//! The block cache: decoded, validated blocks shared by every reader of
+//! every SST file, bounded in bytes.
+//!
+//! Built on `quick_cache` (its sharded `sync::Cache` with a weighter): it is
+//! maintained, has no background threads, and its CLOCK-PRO-style policy keeps
+//! hot blocks resident when a long scan streams cold ones through (a plain LRU
+//! would be flushed by the scan). `moka` has the same API but spawns
+//! housekeeping work and weighs more; a block cache is on every read's path,
+//! so the lighter crate wins.
+//!
+//! Invariants:
+//! - Keys are `(file number, block offset)`. The engine never reuses a file
+//!   number, so a cached block can never be mistaken for a block of another
+//!   file; a deleted file's blocks merely age out, or are dropped at once by
+//!   [`BlockCache::evict_file`].
+//! - Only blocks that passed their checksum and [`Block::decode`] are inserted.
+//!
+//! Concurrency: every method takes `&self`; the cache shards its lock
+//! internally. No lock of ours is held while it is called.
+
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+
+use crate::sst::Block;
+
+/// Bytes charged per cached block on top of its contents (the `Block`
+/// struct, the `Arc` and the cache's own slot), so that many tiny blocks
+/// cannot exceed the budget unseen.
+const PER_BLOCK_OVERHEAD: u64 = 96;
+
+/// A block's cache key: (file number, offset of the block in the file).
+pub type BlockKey = (u64, u64);
+
+#[derive(Debug, Clone)]
+struct BlockWeighter;
+
+impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
+    fn weight(&self, _key: &BlockKey, block: &Arc<Block>) -> u64 {
+        block.len() as u64 + PER_BLOCK_OVERHEAD
+    }
+}
+
+/// A cache of decoded blocks, shared across files and threads.
+pub struct BlockCache {
+    cache: Cache<BlockKey, Arc<Block>, BlockWeighter>,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("capacity_bytes", &self.cache.capacity())
+            .field("used_bytes", &self.cache.weight())
+            .field("blocks", &self.cache.len())
+            .finish()
+    }
+}
+
+impl BlockCache {
+    /// A cache holding up to about `capacity_bytes` of blocks.
+    pub fn new(capacity_bytes: u64) -> BlockCache {
+        // The item estimate only sizes the initial tables; assume 4 KiB blocks.
+        let items = (capacity_bytes / 4096).clamp(16, 1 << 24) as usize;
+        BlockCache {
+            cache: Cache::with_weighter(items, capacity_bytes, BlockWeighter),
+        }
+    }
+
+    /// The cached block at `offset` of file `file_number`, if any.
+    pub fn get(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
+        self.cache.get(&(file_number, offset))
+    }
+
+    /// Caches a block.
+    pub fn insert(&self, file_number: u64, offset: u64, block: Arc<Block>) {
+        self.cache.insert((file_number, offset), block);
+    }
+
+    /// Drops every cached block of `file_number` (after the file is deleted).
+    /// Walks the whole cache: call it for memory's sake, not correctness.
+    pub fn evict_file(&self, file_number: u64) {
+        self.cache.retain(|&(f, _), _| f != file_number);
+    }
+
+    /// Bytes charged for the cached blocks.
+    pub fn used_bytes(&self) -> u64 {
+        self.cache.weight()
+    }
+
+    /// The capacity in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.cache.capacity()
+    }
+
+    /// Blocks cached.
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.cache.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sst::{Block, KeyOrder};
+
+    fn block(n: usize) -> Arc<Block> {
+        let mut b = crate::sst::BlockBuilder::new(16);
+        b.add(b"k", &vec![7u8; n]);
+        Arc::new(Block::decode(b.finish(), KeyOrder::Bytewise).unwrap())
+    }
+
+    #[test]
+    fn bounded_by_bytes_and_evicts_a_file() {
+        let cache = BlockCache::new(64 * 1024);
+        for i in 0..100u64 {
+            cache.insert(i % 3, i * 4096, block(4000));
+        }
+        assert!(cache.used_bytes() <= 64 * 1024, "{cache:?}");
+        cache.insert(7, 0, block(10));
+        assert!(cache.get(7, 0).is_some());
+        cache.evict_file(7);
+        assert!(cache.get(7, 0).is_none());
+    }
+}

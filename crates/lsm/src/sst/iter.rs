@@ -1,0 +1,486 @@
+//! Iteration over a file's data entries, both ways, with user-key bounds.
+//!
+//! Two levels: a cursor over the index yields data block handles, and a
+//! cursor over the current data block yields entries; moving past a block's
+//! end loads the next one. A partitioned index is itself such a pair (top
+//! level over partitions), so the data cursor is two-level over a two-level
+//! index cursor, built from the same [`TwoLevel`] type.
+//!
+//! Invariants:
+//! - A positioned iterator's key parsed as an internal key of a point kind;
+//!   a data entry that does not is reported as corruption, never returned.
+//! - Bounds: `lower` is inclusive, `upper` exclusive, both on user keys; an
+//!   entry outside them is never reported as valid.
+//! - Each block's order is checked when it is decoded; the order across
+//!   blocks is checked as the iterator moves: `next` must reach a larger
+//!   key, `prev` a smaller one, `seek` a key at or after its target and
+//!   `seek_for_prev` one at or before it. A file whose blocks pass their
+//!   checksums but disagree with each other (only a writer bug or a forged
+//!   file can do that) is then reported as corruption rather than scanned
+//!   out of order.
+//!
+//! Concurrency: an iterator is owned by one thread; it holds the reader's
+//! shared state (`Arc`), so it outlives the `SstReader` it came from.
+
+use std::sync::Arc;
+
+use super::block::{BlockIter, KeyOrder};
+use super::format::{BlockHandle, IndexKind};
+use super::reader::ReaderInner;
+use crate::error::Result;
+use crate::key::{self, InternalKey, SeqNo, ValueKind, MAX_SEQNO};
+
+/// The key a lookup of `user_key` at `snapshot` seeks to: it sorts before
+/// every version of `user_key` with a sequence number at or below
+/// `snapshot`, and after every newer one. `BlobIndex` is the largest kind, so
+/// its trailer is the largest for that sequence number.
+pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
+    InternalKey::new(user_key, snapshot.min(MAX_SEQNO), ValueKind::BlobIndex)
+        .encoded()
+        .to_vec()
+}
+
+/// A cursor whose moves may need to read blocks.
+trait Cursor: Send + std::fmt::Debug {
+    fn valid(&self) -> bool;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+    fn first(&mut self) -> Result<()>;
+    fn last(&mut self) -> Result<()>;
+    fn seek(&mut self, target: &[u8]) -> Result<()>;
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()>;
+    fn next(&mut self) -> Result<()>;
+    fn prev(&mut self) -> Result<()>;
+}
+
+impl Cursor for BlockIter {
+    fn valid(&self) -> bool {
+        BlockIter::valid(self)
+    }
+    fn key(&self) -> &[u8] {
+        BlockIter::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        BlockIter::value(self)
+    }
+    fn first(&mut self) -> Result<()> {
+        BlockIter::first(self);
+        Ok(())
+    }
+    fn last(&mut self) -> Result<()> {
+        BlockIter::last(self);
+        Ok(())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        BlockIter::seek(self, target);
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        BlockIter::seek_for_prev(self, target);
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        BlockIter::next(self);
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        BlockIter::prev(self);
+        Ok(())
+    }
+}
+
+/// An outer cursor whose values are block handles, and a cursor over the
+/// block the outer one points at.
+#[derive(Debug)]
+struct TwoLevel<O> {
+    outer: O,
+    inner: Option<(BlockHandle, BlockIter)>,
+    reader: Arc<ReaderInner>,
+    what: &'static str,
+}
+
+impl<O: Cursor> TwoLevel<O> {
+    fn new(outer: O, reader: Arc<ReaderInner>, what: &'static str) -> Self {
+        TwoLevel {
+            outer,
+            inner: None,
+            reader,
+            what,
+        }
+    }
+
+    /// Points the inner cursor at the outer cursor's block (reusing it when
+    /// it is already there), or at nothing when the outer one is invalid.
+    fn load(&mut self) -> Result<Option<&mut BlockIter>> {
+        if !self.outer.valid() {
+            self.inner = None;
+            return Ok(None);
+        }
+        let handle = BlockHandle::decode(self.outer.value()).map_err(|e| {
+            let at = self.inner.as_ref().map_or(0, |(h, _)| h.offset);
+            self.reader
+                .corruption(at, format!("{} entry: bad block handle: {e}", self.what))
+        })?;
+        if self.inner.as_ref().is_none_or(|(h, _)| *h != handle) {
+            let block = self
+                .reader
+                .read_block(handle, KeyOrder::Internal, self.what)?;
+            self.inner = Some((handle, block.iter()));
+        }
+        Ok(self.inner.as_mut().map(|(_, it)| it))
+    }
+
+    fn skip_empty_forward(&mut self) -> Result<()> {
+        while self.inner.as_ref().is_some_and(|(_, it)| !it.valid()) {
+            self.outer.next()?;
+            if let Some(it) = self.load()? {
+                it.first();
+            }
+        }
+        Ok(())
+    }
+
+    fn skip_empty_backward(&mut self) -> Result<()> {
+        while self.inner.as_ref().is_some_and(|(_, it)| !it.valid()) {
+            self.outer.prev()?;
+            if let Some(it) = self.load()? {
+                it.last();
+            }
+        }
+        Ok(())
+    }
+
+    fn block_offset(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |(h, _)| h.offset)
+    }
+}
+
+impl<O: Cursor> Cursor for TwoLevel<O> {
+    fn valid(&self) -> bool {
+        self.inner.as_ref().is_some_and(|(_, it)| it.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.as_ref().map_or(&[], |(_, it)| it.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.as_ref().map_or(&[], |(_, it)| it.value())
+    }
+    fn first(&mut self) -> Result<()> {
+        self.outer.first()?;
+        if let Some(it) = self.load()? {
+            it.first();
+        }
+        self.skip_empty_forward()
+    }
+    fn last(&mut self) -> Result<()> {
+        self.outer.last()?;
+        if let Some(it) = self.load()? {
+            it.last();
+        }
+        self.skip_empty_backward()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.outer.seek(target)?;
+        if let Some(it) = self.load()? {
+            it.seek(target);
+        }
+        self.skip_empty_forward()
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        // The first block whose separator is at or after the target holds the
+        // last key at or before it, or that key is in an earlier block.
+        self.outer.seek(target)?;
+        if !self.outer.valid() {
+            self.outer.last()?;
+        }
+        if let Some(it) = self.load()? {
+            it.seek_for_prev(target);
+        }
+        self.skip_empty_backward()
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some((_, it)) = &mut self.inner {
+            it.next();
+        }
+        self.skip_empty_forward()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some((_, it)) = &mut self.inner {
+            it.prev();
+        }
+        self.skip_empty_backward()
+    }
+}
+
+type IndexCursor = Box<dyn Cursor>;
+
+impl Cursor for Box<dyn Cursor> {
+    fn valid(&self) -> bool {
+        (**self).valid()
+    }
+    fn key(&self) -> &[u8] {
+        (**self).key()
+    }
+    fn value(&self) -> &[u8] {
+        (**self).value()
+    }
+    fn first(&mut self) -> Result<()> {
+        (**self).first()
+    }
+    fn last(&mut self) -> Result<()> {
+        (**self).last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        (**self).seek(target)
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        (**self).seek_for_prev(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        (**self).next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        (**self).prev()
+    }
+}
+
+/// An iterator over an SST file's data entries (internal keys and values),
+/// within optional user-key bounds.
+///
+/// Every move returns `Result`: a block that fails its checks is
+/// `Error::Corruption`, after which the iterator is not valid.
+#[derive(Debug)]
+pub struct SstIter {
+    data: TwoLevel<IndexCursor>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    /// The current entry is within bounds and well-formed.
+    positioned: bool,
+    seqno: SeqNo,
+    kind: ValueKind,
+    /// The key before the last move (a reused buffer), for the order check.
+    before: Vec<u8>,
+}
+
+/// What the key reached by a move must be, relative to a reference key.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// After `before` (next).
+    After,
+    /// Before `before` (prev).
+    Before,
+    /// At or after `before` (seek to `before`).
+    AtOrAfter,
+    /// At or before `before` (seek_for_prev to `before`).
+    AtOrBefore,
+    /// No check (first, last).
+    Any,
+}
+
+impl SstIter {
+    pub(super) fn new(
+        reader: Arc<ReaderInner>,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> SstIter {
+        let top = reader.index_top.iter();
+        let index: IndexCursor = match reader.footer.index_kind {
+            IndexKind::Single => Box::new(top),
+            IndexKind::Partitioned => {
+                Box::new(TwoLevel::new(top, Arc::clone(&reader), "index partition"))
+            }
+        };
+        SstIter {
+            data: TwoLevel::new(index, reader, "data"),
+            lower,
+            upper,
+            positioned: false,
+            seqno: 0,
+            kind: ValueKind::Put,
+            before: Vec::new(),
+        }
+    }
+
+    /// True when positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.positioned
+    }
+
+    /// The current encoded internal key. Only meaningful when `valid()`.
+    pub fn key(&self) -> &[u8] {
+        self.data.key()
+    }
+
+    /// The current user key.
+    pub fn user_key(&self) -> &[u8] {
+        let k = self.data.key();
+        &k[..k.len().saturating_sub(key::TRAILER_LEN)]
+    }
+
+    /// The current entry's sequence number.
+    pub fn seqno(&self) -> SeqNo {
+        self.seqno
+    }
+
+    /// The current entry's kind.
+    pub fn kind(&self) -> ValueKind {
+        self.kind
+    }
+
+    /// The current value.
+    pub fn value(&self) -> &[u8] {
+        self.data.value()
+    }
+
+    /// Checks the entry the data cursor is at, and the bounds in the
+    /// direction of travel (`forward`: the upper bound, else the lower).
+    fn settle(&mut self, result: Result<()>, forward: bool, expect: Expect) -> Result<()> {
+        self.positioned = false;
+        if let Err(e) = result {
+            self.data.inner = None;
+            return Err(e);
+        }
+        if !self.data.valid() {
+            return Ok(());
+        }
+        let (user_key, seqno, kind) = match key::parse(self.data.key()) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let at = self.data.block_offset();
+                self.data.inner = None;
+                return Err(self
+                    .data
+                    .reader
+                    .corruption(at, format!("data block: bad key: {e}")));
+            }
+        };
+        if kind == ValueKind::RangeDelete {
+            let at = self.data.block_offset();
+            self.data.inner = None;
+            return Err(self
+                .data
+                .reader
+                .corruption(at, "data block: a range deletion among point entries"));
+        }
+        let order = key::compare(self.data.key(), &self.before);
+        let ordered = match expect {
+            Expect::After => order.is_gt(),
+            Expect::Before => order.is_lt(),
+            Expect::AtOrAfter => order.is_ge(),
+            Expect::AtOrBefore => order.is_le(),
+            Expect::Any => true,
+        };
+        if !ordered {
+            let at = self.data.block_offset();
+            self.data.inner = None;
+            return Err(self.data.reader.corruption(
+                at,
+                format!("data block: keys out of order across blocks ({expect:?} expected)"),
+            ));
+        }
+        let in_bounds = if forward {
+            self.upper.as_deref().is_none_or(|u| user_key < u)
+        } else {
+            self.lower.as_deref().is_none_or(|l| user_key >= l)
+        };
+        self.positioned = in_bounds;
+        self.seqno = seqno;
+        self.kind = kind;
+        Ok(())
+    }
+
+    /// Moves to the first entry at or after `target` (an encoded internal
+    /// key; see [`lookup_key`]), or the lower bound if later.
+    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.before.clear();
+        match &self.lower {
+            Some(l) if key::compare(target, &lookup_key(l, MAX_SEQNO)).is_lt() => {
+                self.before.extend_from_slice(&lookup_key(l, MAX_SEQNO));
+            }
+            _ => self.before.extend_from_slice(target),
+        }
+        let t = std::mem::take(&mut self.before);
+        let r = self.data.seek(&t);
+        self.before = t;
+        self.settle(r, true, Expect::AtOrAfter)
+    }
+
+    /// Moves to the last entry at or before `target`, or before the upper
+    /// bound if earlier.
+    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        if let Some(u) = &self.upper {
+            if key::compare(target, &lookup_key(u, MAX_SEQNO)).is_ge() {
+                return self.last();
+            }
+        }
+        self.before.clear();
+        self.before.extend_from_slice(target);
+        let r = self.data.seek_for_prev(target);
+        self.settle(r, false, Expect::AtOrBefore)
+    }
+
+    /// Moves to the first entry (at or after the lower bound).
+    pub fn first(&mut self) -> Result<()> {
+        let r = match &self.lower {
+            Some(l) => {
+                let t = lookup_key(l, MAX_SEQNO);
+                self.data.seek(&t)
+            }
+            None => self.data.first(),
+        };
+        self.settle(r, true, Expect::Any)
+    }
+
+    /// Moves to the last entry (before the upper bound).
+    pub fn last(&mut self) -> Result<()> {
+        let mut r = match &self.upper {
+            Some(u) => {
+                let t = lookup_key(u, MAX_SEQNO);
+                self.data.seek_for_prev(&t)
+            }
+            None => self.data.last(),
+        };
+        // seek_for_prev may land on the upper bound's newest version itself.
+        while r.is_ok()
+            && self.data.valid()
+            && self
+                .upper
+                .as_deref()
+                .is_some_and(|u| self.user_key_raw() >= u)
+        {
+            r = self.data.prev();
+        }
+        self.settle(r, false, Expect::Any)
+    }
+
+    fn user_key_raw(&self) -> &[u8] {
+        let k = self.data.key();
+        &k[..k.len().saturating_sub(key::TRAILER_LEN)]
+    }
+
+    /// Moves to the next entry. Does nothing unless `valid()`.
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "a cursor that moves both ways and can fail, not an Iterator"
+    )]
+    pub fn next(&mut self) -> Result<()> {
+        if !self.positioned {
+            return Ok(());
+        }
+        self.before.clear();
+        self.before.extend_from_slice(self.data.key());
+        let r = self.data.next();
+        self.settle(r, true, Expect::After)
+    }
+
+    /// Moves to the previous entry. Does nothing unless `valid()`.
+    pub fn prev(&mut self) -> Result<()> {
+        if !self.positioned {
+            return Ok(());
+        }
+        self.before.clear();
+        self.before.extend_from_slice(self.data.key());
+        let r = self.data.prev();
+        self.settle(r, false, Expect::Before)
+    }
+}

@@ -1,0 +1,303 @@
+//! Opens an SST file and answers point lookups; scans go through
+//! [`SstIter`](super::SstIter).
+//!
+//! `open` reads, in order: the footer (magic, version, checksum), the
+//! meta-index, the properties, the filters, the range tombstones and the top
+//! level of the index; those stay in memory for the reader's life. Data
+//! blocks and index partitions are read on demand through the block cache.
+//!
+//! Invariants:
+//! - Every block read is bounds-checked against the file (a handle must end
+//!   at or before the footer), verified by its checksum, decompressed within
+//!   [`MAX_BLOCK_LEN`] and validated by [`Block::decode`] before use; a
+//!   failure is `Error::Corruption` naming the file and the block's offset.
+//! - Nothing a reader returns comes from bytes that failed a check.
+//!
+//! Concurrency: an `SstReader` is `Send + Sync` and cheap to clone (an
+//! `Arc`); reads use positional I/O and take no lock of ours. The block
+//! cache has its own internal locks.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_codec::DecodeError;
+use strata_fs::{File, FileSystem};
+
+use super::block::{Block, KeyOrder};
+use super::filter::BloomFilter;
+use super::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
+use super::iter::{lookup_key, SstIter};
+use super::meta_index::{self, MetaIndex};
+use super::properties::Properties;
+use super::range_del::{self, RangeTombstone};
+use super::stored_block::unseal;
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind};
+
+/// A reader of one SST file.
+#[derive(Debug, Clone)]
+pub struct SstReader {
+    pub(super) inner: Arc<ReaderInner>,
+}
+
+/// What an open file keeps in memory.
+#[derive(Debug)]
+pub(super) struct ReaderInner {
+    blocks: FileBlocks,
+    pub(super) file_number: u64,
+    cache: Option<Arc<BlockCache>>,
+    pub(super) footer: Footer,
+    pub(super) index_top: Arc<Block>,
+    whole_key_filter: Option<BloomFilter>,
+    prefix_filter: Option<BloomFilter>,
+    properties: Properties,
+    meta_index: MetaIndex,
+    range_tombstones: Vec<RangeTombstone>,
+}
+
+/// The file and the bounds its blocks must keep.
+#[derive(Debug)]
+struct FileBlocks {
+    path: PathBuf,
+    file: Arc<dyn File>,
+    /// Where the footer starts: every block ends at or before it.
+    data_end: u64,
+}
+
+impl FileBlocks {
+    fn corruption(&self, offset: u64, reason: impl Into<String>) -> Error {
+        Error::corruption(&self.path, offset, reason)
+    }
+
+    /// Reads, checks and decompresses the block at `handle`.
+    fn read_raw(&self, handle: BlockHandle, what: &str) -> Result<Vec<u8>> {
+        let end = handle.end().filter(|&e| e <= self.data_end);
+        if end.is_none() || handle.size > MAX_BLOCK_LEN {
+            return Err(self.corruption(
+                handle.offset,
+                format!(
+                    "{what} block handle (offset {}, size {}) lies outside the file's {} data bytes",
+                    handle.offset, handle.size, self.data_end
+                ),
+            ));
+        }
+        let mut buf = vec![0u8; handle.size as usize + BLOCK_TRAILER_LEN];
+        read_exact(&*self.file, &self.path, handle.offset, &mut buf)?;
+        unseal(&buf).map_err(|e| self.corruption(handle.offset, format!("{what} block: {e}")))
+    }
+
+    /// Reads a block and decodes it with `decode`.
+    fn read_decoded<T>(
+        &self,
+        handle: BlockHandle,
+        what: &str,
+        decode: impl FnOnce(Vec<u8>) -> std::result::Result<T, DecodeError>,
+    ) -> Result<T> {
+        decode(self.read_raw(handle, what)?)
+            .map_err(|e| self.corruption(handle.offset, format!("{what} block: {e}")))
+    }
+}
+
+impl ReaderInner {
+    pub(super) fn path(&self) -> &Path {
+        &self.blocks.path
+    }
+
+    pub(super) fn corruption(&self, offset: u64, reason: impl Into<String>) -> Error {
+        self.blocks.corruption(offset, reason)
+    }
+
+    /// The decoded block at `handle`, from the cache or the file.
+    pub(super) fn read_block(
+        &self,
+        handle: BlockHandle,
+        order: KeyOrder,
+        what: &str,
+    ) -> Result<Arc<Block>> {
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.file_number, handle.offset) {
+                if block.order() == order {
+                    return Ok(block);
+                }
+            }
+        }
+        let block = Arc::new(
+            self.blocks
+                .read_decoded(handle, what, |raw| Block::decode(raw, order))?,
+        );
+        if let Some(cache) = &self.cache {
+            cache.insert(self.file_number, handle.offset, Arc::clone(&block));
+        }
+        Ok(block)
+    }
+}
+
+fn read_exact(file: &dyn File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
+    match file.read_exact_at(offset, buf) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(Error::corruption(
+            path,
+            offset,
+            format!("file ends inside a {}-byte read", buf.len()),
+        )),
+        Err(e) => Err(Error::io("read", path)(e)),
+    }
+}
+
+impl SstReader {
+    /// Opens the SST file at `path`. `file_number` names the file in the
+    /// block cache and must never have named another file; `cache` may be
+    /// shared by many readers, or absent (every block is then read from the
+    /// file each time).
+    pub fn open(
+        fs: &dyn FileSystem,
+        path: &Path,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<SstReader> {
+        let file = fs.open(path, false).map_err(Error::io("open", path))?;
+        let file_size = file.len().map_err(Error::io("stat", path))?;
+        if file_size < FOOTER_LEN as u64 {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("{file_size} bytes is too short for an SST file (footer is {FOOTER_LEN})"),
+            ));
+        }
+        let data_end = file_size - FOOTER_LEN as u64;
+        let mut buf = [0u8; FOOTER_LEN];
+        read_exact(&*file, path, data_end, &mut buf)?;
+        let footer = Footer::decode(&buf)
+            .map_err(|e| Error::corruption(path, data_end, format!("footer: {e}")))?;
+        let blocks = FileBlocks {
+            path: path.to_path_buf(),
+            file,
+            data_end,
+        };
+        let meta_index = blocks.read_decoded(footer.meta_index, "meta-index", MetaIndex::decode)?;
+        let props_handle = meta_index.get(meta_index::PROPERTIES).ok_or_else(|| {
+            blocks.corruption(
+                footer.meta_index.offset,
+                "meta-index names no properties block",
+            )
+        })?;
+        let properties = blocks.read_decoded(props_handle, "properties", Properties::decode)?;
+        let filter = |name: &str| -> Result<Option<BloomFilter>> {
+            meta_index
+                .get(name)
+                .map(|h| blocks.read_decoded(h, "filter", |raw| BloomFilter::decode(&raw)))
+                .transpose()
+        };
+        let whole_key_filter = filter(meta_index::WHOLE_KEY_FILTER)?;
+        let prefix_filter = filter(meta_index::PREFIX_FILTER)?;
+        if prefix_filter.is_some() && properties.prefix_len.is_none() {
+            return Err(blocks.corruption(
+                footer.meta_index.offset,
+                "a prefix filter without a prefix length",
+            ));
+        }
+        let range_tombstones = match meta_index.get(meta_index::RANGE_DELETIONS) {
+            Some(h) => blocks.read_decoded(h, "range-deletion", range_del::decode)?,
+            None => Vec::new(),
+        };
+        // The top level is read around the cache: it stays pinned here.
+        let index_top = Arc::new(blocks.read_decoded(footer.index, "index", |raw| {
+            Block::decode(raw, KeyOrder::Internal)
+        })?);
+        Ok(SstReader {
+            inner: Arc::new(ReaderInner {
+                blocks,
+                file_number,
+                cache,
+                footer,
+                index_top,
+                whole_key_filter,
+                prefix_filter,
+                properties,
+                meta_index,
+                range_tombstones,
+            }),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    /// The names and handles of the file's meta blocks.
+    pub fn meta_index(&self) -> &MetaIndex {
+        &self.inner.meta_index
+    }
+
+    /// The file's footer.
+    pub fn footer(&self) -> Footer {
+        self.inner.footer
+    }
+
+    /// The file's number (its name in the block cache).
+    pub fn file_number(&self) -> u64 {
+        self.inner.file_number
+    }
+
+    /// The file's properties.
+    pub fn properties(&self) -> &Properties {
+        &self.inner.properties
+    }
+
+    /// The file's range tombstones, in order of start key (newest first
+    /// among equal starts). `get` and the iterator do not apply them: a
+    /// tombstone also hides older versions in other files, so the layer above
+    /// applies them across files.
+    pub fn range_tombstones(&self) -> &[RangeTombstone] {
+        &self.inner.range_tombstones
+    }
+
+    /// False when no version of `user_key` is in the file (per the whole-key
+    /// filter); true when one may be. True when the file has no filter.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.inner
+            .whole_key_filter
+            .as_ref()
+            .is_none_or(|f| f.may_contain(user_key))
+    }
+
+    /// False when no user key starting with the first `prefix_len` bytes of
+    /// `key` is in the file (per the prefix filter); true when one may be,
+    /// when `key` is shorter than the prefix length, or without a prefix filter.
+    pub fn may_contain_prefix(&self, key: &[u8]) -> bool {
+        let (Some(f), Some(n)) = (&self.inner.prefix_filter, self.inner.properties.prefix_len)
+        else {
+            return true;
+        };
+        key.get(..n as usize).is_none_or(|p| f.may_contain(p))
+    }
+
+    /// The newest version of `user_key` with a sequence number at or below
+    /// `snapshot`: its kind (`Put`, `Delete` or `BlobIndex`) and value.
+    /// Consults the filters first.
+    pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        if !self.may_contain(user_key) || !self.may_contain_prefix(user_key) {
+            return Ok(None);
+        }
+        let mut it = self.iter();
+        it.seek(&lookup_key(user_key, snapshot))?;
+        if it.valid() && it.user_key() == user_key {
+            return Ok(Some((it.kind(), it.value().to_vec())));
+        }
+        Ok(None)
+    }
+
+    /// An iterator over the file's data entries, positioned nowhere.
+    pub fn iter(&self) -> SstIter {
+        SstIter::new(Arc::clone(&self.inner), None, None)
+    }
+
+    /// An iterator over the entries whose user key is in `[lower, upper)`
+    /// (either bound may be absent).
+    pub fn iter_bounded(&self, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> SstIter {
+        SstIter::new(Arc::clone(&self.inner), lower, upper)
+    }
+}
