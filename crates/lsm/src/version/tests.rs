@@ -1,0 +1,1 @@
+//! Unit tests of levels and versions; the scenarios are in `tests/version_*.rs`.
