@@ -15,8 +15,10 @@
 //!   deleting and adding the same number moves the file, and the moved file
 //!   keeps its `Arc<FileMeta>`, so it must be described identically);
 //! - an added L1+ file does not meet another file's user-key range there;
-//! - added numbers are below the next file number; the log number, next
-//!   file number and last seqno never go backwards.
+//! - added numbers are below the next file number (after the edit);
+//! - the log number never goes backwards. The next file number and the last
+//!   seqno are raised to the edit's, never lowered: concurrent jobs record
+//!   them when they prepare their edits and may install in another order.
 //!
 //! Invariants: the base version is never modified; [`VersionBuilder::build`]
 //! debug-asserts the invariants of every level the edits touched.
@@ -126,26 +128,25 @@ fn apply_to(
             found: edit.column_family,
         });
     }
-    let watermarks = [
-        ("log number", &mut v.log_number, edit.log_number),
-        (
-            "next file number",
-            &mut v.next_file_number,
-            edit.next_file_number,
-        ),
-        ("last seqno", &mut v.last_seqno, edit.last_seqno),
-    ];
-    for (field, current, new) in watermarks {
-        if let Some(to) = new {
-            if to < *current {
-                return Err(EditError::WentBackwards {
-                    field,
-                    from: *current,
-                    to,
-                });
-            }
-            *current = to;
+    if let Some(to) = edit.log_number {
+        // Only flushes move it, in memtable order: a lower one is a bug.
+        if to < v.log_number {
+            return Err(EditError::WentBackwards {
+                field: "log number",
+                from: v.log_number,
+                to,
+            });
         }
+        v.log_number = to;
+    }
+    // Jobs record these watermarks when they prepare their edits and install
+    // in any order (a flush prepared before an ingestion may install after
+    // it), so each edit can only raise them.
+    if let Some(n) = edit.next_file_number {
+        v.next_file_number = v.next_file_number.max(n);
+    }
+    if let Some(s) = edit.last_seqno {
+        v.last_seqno = v.last_seqno.max(s);
     }
     let levels = v.levels.len();
     let check_level = |level: u8| {

@@ -55,8 +55,7 @@ pub enum EditError {
         /// The next file number after the edit.
         next: FileNumber,
     },
-    /// A watermark (log number, next file number, last seqno) would go
-    /// backwards.
+    /// The log number would go backwards.
     #[error("{field} would go backwards: {from} -> {to}")]
     WentBackwards {
         /// Which watermark.
