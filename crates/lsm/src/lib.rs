@@ -14,6 +14,12 @@
 //! to readers when the allocator publishes it. Readers merge memtables (and
 //! later SST files) with a [`MergingIterator`] and see one snapshot through
 //! a [`SnapshotIterator`].
+//!
+//! The file half: a [`Version`] is an immutable set of SST files by level,
+//! changed by [`VersionEdit`]s that a [`VersionBuilder`] applies outside any
+//! lock; an [`Installer`] publishes each new version with the memtables and
+//! the visible seqno as one [`ReadState`] behind one pointer, which readers
+//! load without a lock.
 
 pub mod batch;
 pub mod cache;
@@ -22,8 +28,10 @@ pub mod error;
 pub mod iter;
 pub mod key;
 pub mod memtable;
+pub mod read_state;
 pub mod seq;
 pub mod sst;
+pub mod version;
 
 pub use batch::{BatchItem, DecodedBatch, WriteBatch};
 pub use column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
@@ -36,8 +44,13 @@ pub use iter::{
 };
 pub use key::{InternalKey, SeqNo, ValueKind, MAX_SEQNO};
 pub use memtable::{Memtable, MemtableId, MemtableIter, MemtableList};
+pub use read_state::{Install, InstallError, Installer, PersistEdits, ReadState};
 pub use seq::SeqAllocator;
 pub use sst::{
     Compression, Properties, PropertiesCollector, SstFileInfo, SstIter, SstReader, SstWriter,
     SstWriterOptions,
+};
+pub use version::{
+    BuiltVersion, EditError, FileDesc, FileMeta, FileNumber, Level, ObsoleteFiles, Version,
+    VersionBuilder, VersionEdit, NUM_LEVELS_DEFAULT,
 };

@@ -1,0 +1,251 @@
+//! `ReadState` and its `Installer`: what a reader sees (a version, the
+//! memtables and the visible sequence number), published together behind
+//! one pointer, and the one path that installs a new version.
+//!
+//! A reader calls [`Installer::load`] (a short borrow for one lookup) or
+//! [`Installer::load_full`] (an `Arc<ReadState>`: a snapshot or an
+//! iterator's pin) and reads at `visible` over exactly those memtables and
+//! files, however long it takes: later installs publish new states and never
+//! change a loaded one. Readers take no lock at all.
+//!
+//! Installing (flush, compaction, ingestion), in [`Installer::install`]:
+//! 1. take the manifest lock (installers only: it serializes them, so no
+//!    installer can build on a version another is replacing and lose its
+//!    edits);
+//! 2. load the current version and build the next one from it with a
+//!    [`VersionBuilder`] (cheap: see `version/builder.rs`; no reader waits
+//!    on it anyway);
+//! 3. persist the edits through the caller's [`PersistEdits`] hook (the
+//!    engine appends them to the manifest and syncs); if it fails nothing
+//!    changes: the built version is dropped, no file is marked obsolete;
+//! 4. swap in a new `ReadState` holding the new version, the current
+//!    memtables (less the flushed ones) and the visible seqno (raised to the
+//!    install's, for ingestion), with a compare-and-swap loop, since writers
+//!    publish visible seqnos and switch memtables without the manifest lock;
+//! 5. mark the files the edits removed obsolete: each is deleted when the
+//!    last state, version or iterator holding it is dropped.
+//!
+//! Invariants:
+//! - The visible seqno of the published state never goes backwards
+//!   (debug-asserted at every swap; tikv/tikv#19891 crashed a production
+//!   cluster over one that did).
+//! - The version of the published state changes only under the manifest
+//!   lock, so an installer holding the lock sees its base stay current.
+//! - An ingestion's files and its seqno are published in one swap: no
+//!   reader can see the seqno visible without the files, or the reverse.
+//!
+//! Concurrency contract / lock order:
+//! - `manifest` (a `parking_lot::Mutex<()>`) guards the right to change
+//!   `state.version` and to write the manifest. Taken by installers only,
+//!   never by readers or by writers publishing seqnos. It is lock 3 of
+//!   `docs/lsm.md`; nothing in this module is taken under it but the
+//!   caller's persist hook (its own file locks) and the channel of the
+//!   obsolete-file queue.
+//! - `state` (an `ArcSwap`) is loaded lock-free by everyone; it is stored by
+//!   compare-and-swap from installers, [`Installer::publish_visible`] and
+//!   [`Installer::switch_memtable`], each retrying on a lost race.
+
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::Mutex;
+
+use crate::key::SeqNo;
+use crate::memtable::{Memtable, MemtableId, MemtableList};
+use crate::version::{EditError, Version, VersionBuilder, VersionEdit};
+
+/// What a reader sees: one version of the files, the memtables above it and
+/// the sequence number below which everything in them is whole.
+#[derive(Debug, Clone)]
+pub struct ReadState {
+    /// The SST files.
+    pub version: Arc<Version>,
+    /// The memtable writers insert into.
+    pub active: Arc<Memtable>,
+    /// Full memtables waiting for a flush, newest first.
+    pub immutables: MemtableList,
+    /// The last sequence number a reader of this state may see.
+    pub visible: SeqNo,
+}
+
+/// The hook that makes edits durable before they are published: the engine
+/// appends them to the manifest as one record and syncs. An error aborts the
+/// install with nothing changed.
+pub trait PersistEdits {
+    /// Persists `edits`, which turn the current version into `version`.
+    fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> crate::Result<()>;
+}
+
+impl<F> PersistEdits for F
+where
+    F: FnMut(&[VersionEdit], &Version) -> crate::Result<()>,
+{
+    fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> crate::Result<()> {
+        self(edits, version)
+    }
+}
+
+/// One change to install.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Install<'a> {
+    /// The version edits, applied in order.
+    pub edits: &'a [VersionEdit],
+    /// For a flush: the memtables at or below this id are now in files and
+    /// leave the state in the same swap.
+    pub flushed: Option<MemtableId>,
+    /// For an ingestion: the seqno of the ingested files, made visible in
+    /// the same swap as the files.
+    pub visible: Option<SeqNo>,
+}
+
+/// Why an install did not happen; in every case nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// An edit does not apply to the current version.
+    #[error("version edit refused: {0}")]
+    Edit(#[from] EditError),
+    /// The persist hook failed.
+    #[error("persisting the version edits failed: {0}")]
+    Persist(#[source] crate::Error),
+}
+
+/// Publishes read states: lock-free loads for readers, serialized installs.
+#[derive(Debug)]
+pub struct Installer {
+    state: ArcSwap<ReadState>,
+    /// Held by installers only; guards changes of `state.version`.
+    manifest: Mutex<()>,
+}
+
+impl Installer {
+    /// Starts with `initial` published.
+    pub fn new(initial: ReadState) -> Installer {
+        Installer {
+            state: ArcSwap::from_pointee(initial),
+            manifest: Mutex::new(()),
+        }
+    }
+
+    /// Returns the current state for a short read (no refcount traffic in
+    /// the common case). Hold it briefly: use [`Installer::load_full`] for a
+    /// snapshot or an iterator.
+    pub fn load(&self) -> Guard<Arc<ReadState>> {
+        self.state.load()
+    }
+
+    /// Returns the current state as an `Arc`: a snapshot that keeps its
+    /// version, memtables and files alive for as long as it is held.
+    pub fn load_full(&self) -> Arc<ReadState> {
+        self.state.load_full()
+    }
+
+    /// Installs `change`: builds the next version from the current one,
+    /// persists the edits with `persist`, publishes the new state and marks
+    /// the removed files obsolete. Returns the published state. On error
+    /// nothing changed.
+    pub fn install(
+        &self,
+        change: Install<'_>,
+        persist: &mut dyn PersistEdits,
+    ) -> Result<Arc<ReadState>, InstallError> {
+        let _manifest = self.manifest.lock();
+        let base = self.state.load().version.clone();
+        let mut builder = VersionBuilder::new(&base);
+        for edit in change.edits {
+            builder.apply(edit)?;
+        }
+        let built = builder.build();
+        persist
+            .persist(change.edits, &built.version)
+            .map_err(InstallError::Persist)?;
+        let published = self.swap(|cur| {
+            debug_assert!(
+                Arc::ptr_eq(&cur.version, &base),
+                "the version changed under the manifest lock"
+            );
+            Some(ReadState {
+                version: built.version.clone(),
+                active: cur.active.clone(),
+                immutables: match change.flushed {
+                    Some(id) => cur.immutables.without_flushed(id),
+                    None => cur.immutables.clone(),
+                },
+                visible: cur.visible.max(change.visible.unwrap_or(0)),
+            })
+        });
+        // Only now, with the new state published, are the removed files
+        // unreachable from new readers; old states may still hold them, and
+        // the last drop queues them.
+        for file in &built.removed {
+            file.mark_obsolete();
+        }
+        Ok(published.expect("an install always publishes"))
+    }
+
+    /// Raises the visible seqno of the published state to `seqno` (writers,
+    /// after the sequence allocator published it); a lower value than the
+    /// published one is a race lost to a later writer and changes nothing.
+    pub fn publish_visible(&self, seqno: SeqNo) {
+        self.swap(|cur| {
+            (seqno > cur.visible).then(|| ReadState {
+                visible: seqno,
+                ..cur.clone()
+            })
+        });
+    }
+
+    /// Makes `active` the memtable writers insert into, and the current one
+    /// the newest immutable. Fails, changing nothing, unless `active`'s id is
+    /// above the current one's.
+    pub fn switch_memtable(&self, active: Arc<Memtable>) -> crate::Result<()> {
+        let mut err = None;
+        self.swap(|cur| {
+            if active.id() <= cur.active.id() {
+                err = Some(crate::Error::InvalidArgument(format!(
+                    "memtable {} is not newer than the active memtable {}",
+                    active.id(),
+                    cur.active.id()
+                )));
+                return None;
+            }
+            match cur.immutables.with_newest(cur.active.clone()) {
+                Ok(immutables) => Some(ReadState {
+                    version: cur.version.clone(),
+                    active: active.clone(),
+                    immutables,
+                    visible: cur.visible,
+                }),
+                Err(e) => {
+                    err = Some(e);
+                    None
+                }
+            }
+        });
+        err.map_or(Ok(()), Err)
+    }
+
+    /// Replaces the published state with `next(current)` by compare-and-swap,
+    /// retrying with the new current state when another thread swapped
+    /// first; `None` from `next` leaves the state as it is. Returns what was
+    /// published.
+    fn swap(
+        &self,
+        mut next: impl FnMut(&ReadState) -> Option<ReadState>,
+    ) -> Option<Arc<ReadState>> {
+        let mut cur = self.state.load_full();
+        loop {
+            let new = Arc::new(next(&cur)?);
+            debug_assert!(
+                new.visible >= cur.visible,
+                "visible seqno going backwards: {} -> {}",
+                cur.visible,
+                new.visible
+            );
+            let prev = self.state.compare_and_swap(&cur, new.clone());
+            if Arc::ptr_eq(&prev, &cur) {
+                return Some(new);
+            }
+            cur = Guard::into_inner(prev);
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! `FileMeta`: what a version knows of one SST file, shared by `Arc` between
+//! every version, snapshot and iterator that can reach the file, and the
+//! obsolete-file queue its last `Arc` feeds.
+//!
+//! A file's life: a flush, compaction or ingestion writes it and an edit
+//! adds it ([`FileDesc`] in the edit; the builder wraps it in a new
+//! `Arc<FileMeta>`). Versions built later share that `Arc`. An edit that
+//! removes the file makes the installer call [`FileMeta::mark_obsolete`] once
+//! the new version is installed; the `Drop` of the last `Arc` (the last
+//! version, snapshot or iterator that could read it) then sends the file
+//! number to the [`ObsoleteFiles`] queue, which the engine's deleter drains.
+//!
+//! Why the level is not in `FileMeta`: a compaction may move a file to the
+//! next level without rewriting it (a trivial move: an edit that deletes and
+//! adds the same number). The builder keeps the same `Arc` for the moved
+//! file, so an old version that still reads it at its old level keeps the
+//! file alive; a copy with a new level field would be a second owner whose
+//! drop could queue the file while the first still reads it. The level is
+//! where a version places the `Arc` (and what [`crate::version::Version`]
+//! lookups return beside it).
+//!
+//! Invariants:
+//! - Only an installed edit marks a file obsolete, and only a file the new
+//!   version no longer holds: an old version being dropped never marks
+//!   anything, so a file present in the current version is never queued.
+//! - A number is queued at most once: the one `FileMeta` of a number is
+//!   dropped once (moves reuse it, numbers are never reused).
+//! - `smallest <= largest` (internal key order) and `smallest_seqno <=
+//!   largest_seqno`: [`FileDesc::validate`] checks both before a builder
+//!   accepts the file.
+//!
+//! Concurrency contract: everything is immutable after construction but the
+//! `obsolete` flag, which is set with `Release` by the installer holding the
+//! manifest lock and read with `Acquire` by whichever thread drops the last
+//! `Arc`; the `Arc`'s own release/acquire on the count orders them too.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::key::{self, InternalKey, SeqNo};
+
+/// The number of a file: allocated from the manifest's next file number,
+/// never reused, and the name of the file on disk.
+pub type FileNumber = u64;
+
+/// The description of an SST file as an edit records it: plain data,
+/// encoded in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDesc {
+    /// The file's number.
+    pub number: FileNumber,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// The smallest internal key in the file.
+    pub smallest: InternalKey,
+    /// The largest internal key in the file.
+    pub largest: InternalKey,
+    /// The smallest sequence number of any entry in the file.
+    pub smallest_seqno: SeqNo,
+    /// The largest sequence number of any entry in the file; L0 is ordered
+    /// by it (newest first).
+    pub largest_seqno: SeqNo,
+}
+
+impl FileDesc {
+    /// Checks the description's own consistency: the key range and the
+    /// seqno range are not inverted. Returns what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if key::compare(self.smallest.encoded(), self.largest.encoded()).is_gt() {
+            return Err(format!(
+                "file {}: smallest key {:?} above largest {:?}",
+                self.number, self.smallest, self.largest
+            ));
+        }
+        if self.smallest_seqno > self.largest_seqno {
+            return Err(format!(
+                "file {}: smallest seqno {} above largest {}",
+                self.number, self.smallest_seqno, self.largest_seqno
+            ));
+        }
+        Ok(())
+    }
+
+    /// Returns true when the file's user-key range contains `user_key`.
+    pub fn contains_user_key(&self, user_key: &[u8]) -> bool {
+        self.smallest.user_key() <= user_key && user_key <= self.largest.user_key()
+    }
+
+    /// Returns true when the file's user-key range meets `[start, end]`
+    /// (both inclusive; `None` is unbounded).
+    pub fn overlaps(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> bool {
+        start.is_none_or(|s| s <= self.largest.user_key())
+            && end.is_none_or(|e| self.smallest.user_key() <= e)
+    }
+}
+
+/// The sending side of the obsolete-file queue; cheap to clone. The engine
+/// keeps the [`Receiver`] and deletes the files whose numbers arrive.
+#[derive(Debug, Clone)]
+pub struct ObsoleteFiles {
+    sender: Sender<FileNumber>,
+}
+
+impl ObsoleteFiles {
+    /// Returns a new queue: the sender for file metadata, and the receiver
+    /// the engine's deleter drains.
+    pub fn channel() -> (ObsoleteFiles, Receiver<FileNumber>) {
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        (ObsoleteFiles { sender }, receiver)
+    }
+}
+
+/// An SST file as versions hold it: its description, and the obsolete flag
+/// that makes its last drop queue it for deletion.
+#[derive(Debug)]
+pub struct FileMeta {
+    desc: FileDesc,
+    /// Set once an installed edit has removed the file.
+    obsolete: AtomicBool,
+    /// Where the number goes at the last drop of an obsolete file.
+    queue: ObsoleteFiles,
+}
+
+impl FileMeta {
+    /// Wraps a description; the builder does this for each added file.
+    pub fn new(desc: FileDesc, queue: ObsoleteFiles) -> FileMeta {
+        FileMeta {
+            desc,
+            obsolete: AtomicBool::new(false),
+            queue,
+        }
+    }
+
+    /// Returns the description.
+    pub fn desc(&self) -> &FileDesc {
+        &self.desc
+    }
+
+    /// Returns the file number.
+    pub fn number(&self) -> FileNumber {
+        self.desc.number
+    }
+
+    /// Returns the file size in bytes.
+    pub fn size(&self) -> u64 {
+        self.desc.size
+    }
+
+    /// Returns the smallest internal key.
+    pub fn smallest(&self) -> &InternalKey {
+        &self.desc.smallest
+    }
+
+    /// Returns the largest internal key.
+    pub fn largest(&self) -> &InternalKey {
+        &self.desc.largest
+    }
+
+    /// Records that an installed edit removed the file: its last drop will
+    /// queue it. Called by the installer only, after the new version (which
+    /// no longer holds the file) is published.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// Returns true once an installed edit has removed the file.
+    pub fn is_obsolete(&self) -> bool {
+        self.obsolete.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for FileMeta {
+    fn drop(&mut self) {
+        if self.is_obsolete() {
+            // A closed queue means the engine is shutting down: the file is
+            // then a leftover that recovery deletes (it is in no manifest
+            // version), so losing the message loses no data.
+            let _ = self.queue.sender.send(self.desc.number);
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! `Level`: the files of one level of a version, as a persistent ordered set
+//! (`imbl::OrdSet`, a B-tree whose nodes of up to 64 entries are shared by
+//! `Arc`). Cloning a level is one `Arc` clone; adding or removing a file
+//! copies only the nodes on its path, O(log n) of them, so a version that
+//! changes a few files in a level of 100,000 shares all the rest with the
+//! version it was built from.
+//!
+//! Why a B-tree set rather than a `Vec` of `Arc`'d chunks: the chunk list
+//! itself would be copied at each change (n/128 pointers, growing with the
+//! file count), and the set also keeps the order without shifting.
+//!
+//! Two orders:
+//! - L0 ([`Level::overlapping`]): files may overlap; ordered newest first, by
+//!   largest seqno descending, then file number descending. A flushed or
+//!   ingested file takes seqnos above every older L0 file's, so this is age.
+//! - L1+ ([`Level::sorted`]): files are ordered by smallest user key and
+//!   their user-key ranges are disjoint (`prev.largest.user_key <
+//!   next.smallest.user_key`), so at most one file of the level can hold a
+//!   given user key and a lookup is one descent of the tree.
+//!
+//! Invariants (checked by [`Level::check`], debug-asserted after each build):
+//! - the order above holds, and in L1+ ranges are disjoint;
+//! - `bytes` is the sum of the files' sizes.
+//!
+//! Concurrency contract: a `Level` is a value; once in a published version
+//! it is never mutated (the builder mutates its own copy-on-write clone).
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use imbl::OrdSet;
+
+use super::{EditError, FileMeta};
+
+/// An L0 entry: ordered newest first.
+#[derive(Debug, Clone)]
+struct ByAge(Arc<FileMeta>);
+
+impl ByAge {
+    fn rank(&self) -> (std::cmp::Reverse<u64>, std::cmp::Reverse<u64>) {
+        let d = self.0.desc();
+        (
+            std::cmp::Reverse(d.largest_seqno),
+            std::cmp::Reverse(d.number),
+        )
+    }
+}
+
+impl Ord for ByAge {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+impl PartialOrd for ByAge {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for ByAge {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl Eq for ByAge {}
+
+/// An L1+ entry: ordered by smallest user key, which is unique in a level
+/// whose ranges are disjoint. `Borrow<[u8]>` lets the set be searched by a
+/// user key; it agrees with `Ord` as `Borrow` requires.
+#[derive(Debug, Clone)]
+struct ByKey(Arc<FileMeta>);
+
+impl Borrow<[u8]> for ByKey {
+    fn borrow(&self) -> &[u8] {
+        self.0.smallest().user_key()
+    }
+}
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0
+            .smallest()
+            .user_key()
+            .cmp(other.0.smallest().user_key())
+    }
+}
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl Eq for ByKey {}
+
+#[derive(Debug, Clone)]
+enum Files {
+    Overlapping(OrdSet<ByAge>),
+    Sorted(OrdSet<ByKey>),
+}
+
+/// The files of one level.
+#[derive(Debug, Clone)]
+pub struct Level {
+    files: Files,
+    /// The sum of the files' sizes.
+    bytes: u64,
+}
+
+impl Level {
+    /// Returns an empty L0: overlapping files, newest first.
+    pub fn overlapping() -> Level {
+        Level {
+            files: Files::Overlapping(OrdSet::new()),
+            bytes: 0,
+        }
+    }
+
+    /// Returns an empty L1+ level: disjoint files, by smallest user key.
+    pub fn sorted() -> Level {
+        Level {
+            files: Files::Sorted(OrdSet::new()),
+            bytes: 0,
+        }
+    }
+
+    /// Returns the number of files.
+    pub fn len(&self) -> usize {
+        match &self.files {
+            Files::Overlapping(s) => s.len(),
+            Files::Sorted(s) => s.len(),
+        }
+    }
+
+    /// Returns true when the level holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns the total size of the level's files in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Iterates the files in the level's order (L0 newest first, L1+ by
+    /// smallest key).
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Arc<FileMeta>> + '_> {
+        match &self.files {
+            Files::Overlapping(s) => Box::new(s.iter().map(|e| &e.0)),
+            Files::Sorted(s) => Box::new(s.iter().map(|e| &e.0)),
+        }
+    }
+
+    /// Appends to `out` the files whose user-key range contains `user_key`:
+    /// in L0 all of them, newest first (a scan: L0 is kept small by
+    /// compaction); in L1+ at most one, found by one tree descent.
+    pub fn files_containing<'a>(&'a self, user_key: &[u8], out: &mut Vec<&'a Arc<FileMeta>>) {
+        match &self.files {
+            Files::Overlapping(s) => out.extend(
+                s.iter()
+                    .map(|e| &e.0)
+                    .filter(|f| f.desc().contains_user_key(user_key)),
+            ),
+            Files::Sorted(s) => {
+                if let Some(e) = s.get_prev(user_key) {
+                    if e.0.desc().contains_user_key(user_key) {
+                        out.push(&e.0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends to `out` the files whose user-key range meets `[start, end]`
+    /// (inclusive; `None` unbounded), in the level's order.
+    pub fn files_overlapping<'a>(
+        &'a self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        out: &mut Vec<&'a Arc<FileMeta>>,
+    ) {
+        match &self.files {
+            Files::Overlapping(s) => out.extend(
+                s.iter()
+                    .map(|e| &e.0)
+                    .filter(|f| f.desc().overlaps(start, end)),
+            ),
+            Files::Sorted(s) => {
+                // The first candidate is the file holding `start`, if any:
+                // it is the last one whose smallest key is at or below it.
+                let from = start.map(|k| match s.get_prev(k) {
+                    Some(e) => e.0.smallest().user_key(),
+                    None => k,
+                });
+                let lower = from.map_or(Bound::Unbounded, Bound::Included);
+                let upper = end.map_or(Bound::Unbounded, Bound::Included);
+                out.extend(
+                    s.range::<_, [u8]>((lower, upper))
+                        .map(|e| &e.0)
+                        .filter(|f| f.desc().overlaps(start, end)),
+                );
+            }
+        }
+    }
+
+    /// Adds a file. In L1+ fails with [`EditError::Overlap`] (and changes
+    /// nothing) when its range meets a neighbour's. `level` only names the
+    /// level in the error.
+    pub(crate) fn insert(&mut self, level: u8, file: Arc<FileMeta>) -> Result<(), EditError> {
+        let size = file.size();
+        match &mut self.files {
+            Files::Overlapping(s) => {
+                let old = s.insert(ByAge(file));
+                debug_assert!(old.is_none(), "file numbers are unique in a version");
+            }
+            Files::Sorted(s) => {
+                let d = file.desc();
+                let overlap = |other: &Arc<FileMeta>| EditError::Overlap {
+                    level,
+                    number: d.number,
+                    other: other.number(),
+                };
+                // The neighbour before: the last file starting at or below
+                // the new smallest key (equal smallest keys overlap too).
+                if let Some(prev) = s.get_prev(d.smallest.user_key()) {
+                    if prev.0.largest().user_key() >= d.smallest.user_key() {
+                        return Err(overlap(&prev.0));
+                    }
+                }
+                // The neighbour after: the first file starting above it.
+                if let Some(next) = s.get_next(d.smallest.user_key()) {
+                    if next.0.smallest().user_key() <= d.largest.user_key() {
+                        return Err(overlap(&next.0));
+                    }
+                }
+                s.insert(ByKey(file));
+            }
+        }
+        self.bytes += size;
+        Ok(())
+    }
+
+    /// Removes the file (found by its order key); returns false if it is not
+    /// in the level.
+    pub(crate) fn remove(&mut self, file: &Arc<FileMeta>) -> bool {
+        let removed = match &mut self.files {
+            Files::Overlapping(s) => s.remove(&ByAge(file.clone())).is_some(),
+            Files::Sorted(s) => s.remove(file.smallest().user_key()).is_some(),
+        };
+        if removed {
+            self.bytes -= file.size();
+        }
+        removed
+    }
+
+    /// Checks the level's invariants in full (O(n)); returns what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        let mut bytes = 0u64;
+        let mut prev: Option<&Arc<FileMeta>> = None;
+        for f in self.iter() {
+            bytes += f.size();
+            f.desc().validate()?;
+            if let (Some(p), Files::Sorted(_)) = (prev, &self.files) {
+                if p.largest().user_key() >= f.smallest().user_key() {
+                    return Err(format!(
+                        "files {} and {} overlap or are out of order",
+                        p.number(),
+                        f.number()
+                    ));
+                }
+            }
+            if let (Some(p), Files::Overlapping(_)) = (prev, &self.files) {
+                let (pd, fd) = (p.desc(), f.desc());
+                if (pd.largest_seqno, pd.number) <= (fd.largest_seqno, fd.number) {
+                    return Err(format!(
+                        "L0 files {} and {} are not newest first",
+                        pd.number, fd.number
+                    ));
+                }
+            }
+            prev = Some(f);
+        }
+        if bytes != self.bytes {
+            return Err(format!(
+                "level bytes {} but files sum to {bytes}",
+                self.bytes
+            ));
+        }
+        Ok(())
+    }
+}

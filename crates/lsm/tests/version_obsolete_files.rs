@@ -1,0 +1,120 @@
+//! A file removed by an edit is queued for deletion only after every
+//! version, snapshot and iterator-like holder that can reach it is dropped;
+//! a file still in the current version is never queued, moved files keep
+//! one owner, and a failed install queues nothing.
+
+mod version_support;
+
+use std::sync::Arc;
+
+use strata_lsm::{Error, Install, ReadState, Version, VersionEdit};
+use version_support::*;
+
+/// What an iterator keeps: the state it was opened on.
+struct PinnedIterator {
+    _state: Arc<ReadState>,
+}
+
+#[test]
+fn removed_file_queued_after_every_snapshot_and_iterator_is_dropped() {
+    let (inst, rx) = installer();
+    install(
+        &inst,
+        &[edit(
+            &[(1, desc(1, 0, 9, 1, 1)), (1, desc(2, 10, 19, 2, 2))],
+            &[],
+        )],
+    )
+    .unwrap();
+    let snapshot = inst.load_full();
+    let iter = PinnedIterator {
+        _state: inst.load_full(),
+    };
+    // Compaction replaces file 1 by file 3.
+    install(&inst, &[edit(&[(2, desc(3, 0, 9, 1, 1))], &[(1, 1)])]).unwrap();
+    assert!(inst.load().version.file(1).is_none());
+    assert!(rx.try_recv().is_err(), "the snapshot still reaches file 1");
+    drop(snapshot);
+    assert!(rx.try_recv().is_err(), "the iterator still reaches file 1");
+    drop(iter);
+    assert_eq!(rx.try_recv().unwrap(), 1);
+    assert!(rx.try_recv().is_err(), "files 2 and 3 are current");
+}
+
+#[test]
+fn dropping_an_old_version_never_queues_a_file_the_new_one_holds() {
+    let (inst, rx) = installer();
+    install(&inst, &[edit(&[(0, desc(1, 0, 9, 1, 1))], &[])]).unwrap();
+    let old = inst.load_full();
+    install(&inst, &[edit(&[(0, desc(2, 0, 9, 2, 2))], &[])]).unwrap();
+    drop(old);
+    let old_version: Arc<Version> = inst.load_full().version.clone();
+    install(&inst, &[edit(&[(1, desc(3, 0, 9, 3, 3))], &[])]).unwrap();
+    drop(old_version);
+    assert!(rx.try_recv().is_err());
+    assert_eq!(inst.load().version.total_files(), 3);
+}
+
+#[test]
+fn a_moved_file_keeps_one_owner_and_is_queued_once() {
+    let (inst, rx) = installer();
+    install(&inst, &[edit(&[(1, desc(1, 0, 9, 1, 1))], &[])]).unwrap();
+    let at_l1 = inst.load_full();
+    // A trivial move: delete and add the same number one level down.
+    install(&inst, &[edit(&[(2, desc(1, 0, 9, 1, 1))], &[(1, 1)])]).unwrap();
+    let moved = inst.load_full();
+    assert_eq!(moved.version.file(1).unwrap().0, 2);
+    assert!(Arc::ptr_eq(
+        at_l1.version.file(1).unwrap().1,
+        moved.version.file(1).unwrap().1
+    ));
+    drop(moved);
+    assert!(rx.try_recv().is_err(), "a move removes nothing");
+    install(&inst, &[edit(&[], &[(2, 1)])]).unwrap();
+    assert!(rx.try_recv().is_err(), "the L1 snapshot still reads file 1");
+    drop(at_l1);
+    assert_eq!(rx.try_recv().unwrap(), 1);
+    assert!(rx.try_recv().is_err());
+}
+
+#[test]
+fn a_move_within_one_build_across_two_edits_keeps_the_file() {
+    let (inst, rx) = installer();
+    install(&inst, &[edit(&[(1, desc(1, 0, 9, 1, 1))], &[])]).unwrap();
+    let old = inst.load_full();
+    install(
+        &inst,
+        &[edit(&[], &[(1, 1)]), edit(&[(3, desc(1, 0, 9, 1, 1))], &[])],
+    )
+    .unwrap();
+    drop(old);
+    assert!(rx.try_recv().is_err());
+    assert_eq!(inst.load().version.file(1).unwrap().0, 3);
+}
+
+#[test]
+fn a_failed_persist_changes_nothing_and_queues_nothing() {
+    let (inst, rx) = installer();
+    install(&inst, &[edit(&[(1, desc(1, 0, 9, 1, 1))], &[])]).unwrap();
+    let before = inst.load_full();
+    let edits = [edit(&[(1, desc(2, 10, 19, 2, 2))], &[(1, 1)])];
+    let err = inst
+        .install(
+            Install {
+                edits: &edits,
+                ..Default::default()
+            },
+            &mut |_: &[VersionEdit], _: &Version| -> strata_lsm::Result<()> {
+                Err(Error::InvalidArgument("disk full".into()))
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(err, strata_lsm::InstallError::Persist(_)));
+    assert!(Arc::ptr_eq(&before, &inst.load_full()));
+    drop(before);
+    assert!(
+        rx.try_recv().is_err(),
+        "file 1 is still current; file 2 was never installed"
+    );
+    assert_eq!(numbers(&inst.load().version, 1), [1]);
+}
