@@ -41,7 +41,8 @@ pub enum OnOff {
     Off,
 }
 
-/// A named workload of issue 3, so that each line of its table is one command.
+/// A named workload of the comparison with raft-engine and RocksDB
+/// (`docs/bench/raftlog-vs-peers.md`), so that each of its cells is one command.
 /// Explicit flags override what a preset sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
@@ -63,7 +64,8 @@ pub struct RaftlogArgs {
     /// compiled in). Peers need a build with `--features peers`.
     #[arg(long = "engines", alias = "engine", value_enum, value_delimiter = ',')]
     engines: Vec<EngineKind>,
-    /// A workload of issue 3 (A, B or C); the flags below override it.
+    /// A named workload of the matrix against raft-engine and RocksDB (A, B or
+    /// C); the flags below override it.
     #[arg(long, value_enum, ignore_case = true)]
     preset: Option<Preset>,
     /// Raft groups [default: 1000; presets A and B: 64 per writer from 64
@@ -200,7 +202,8 @@ struct Resolved {
 }
 
 /// Writers from which presets A and B give each writer 64 groups of its own,
-/// as issue 3 asks (4,096 groups at 64 writers).
+/// so that every writer still fills its batches with groups of its own (4,096
+/// groups at 64 writers; 1,000 would leave each fewer than a batch of 16).
 const MANY_WRITERS: usize = 64;
 /// Groups each writer owns from [`MANY_WRITERS`] on.
 const GROUPS_PER_MANY_WRITER: u64 = 64;
@@ -377,7 +380,7 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
     };
     if !args.json {
         if let Some(p) = args.preset {
-            println!("preset {p:?} (issue 3, workload {p:?})");
+            println!("preset {p:?}");
         }
         print_intro(&echo);
     }
@@ -702,7 +705,7 @@ mod tests {
     }
 
     #[test]
-    fn presets_set_issue_3_workloads_and_flags_override_them() {
+    fn presets_set_their_workloads_and_flags_override_them() {
         let plain = resolve(&[]);
         assert_eq!(
             (

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs issue 3's whole matrix (A-1, A-4, A-64, B-4, B-64, C, D-1K, D-16K), every
-# engine in the same invocation, one JSON file per cell in $OUT, then prints
-# one markdown table per workload (medians and strata/peer ratios) with
-# issue3_table.py. Run from the workspace root.
+# Runs the whole matrix of raftlog against its peers (A-1, A-4, A-64, B-4, B-64,
+# C, D-1K, D-16K), every engine in the same invocation, one JSON file per cell
+# in $OUT, then prints one markdown table per workload (medians and strata/peer
+# ratios) with raftlog_vs_peers_table.py. Run from the workspace root.
 #
 # Environment (defaults in brackets):
 #   B          the binary [target/release/strata-bench]
@@ -14,8 +14,8 @@
 #              dropped (root), else warm]
 #   PROBE      seconds of the disk probe per engine in each raftlog cell [3]
 #   CELLS      which cells to run [all of them, in the order above]
-#   DIR        data directory, on the disk to measure [./strata-data/issue3]
-#   OUT        output directory [target/issue3/<date>-<time>]
+#   DIR        data directory, on the disk to measure [./strata-data/raftlog-vs-peers]
+#   OUT        output directory [target/raftlog-vs-peers/<date>-<time>]
 
 # Read SECONDS first: inside bash it is a clock that counts on from the value
 # it was given, and it reads 0 when none was.
@@ -30,25 +30,25 @@ RUNS=${RUNS:-3}
 TOTAL=${TOTAL:-4G}
 PROBE=${PROBE:-3}
 CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C D-1K D-16K}
-DIR=${DIR:-./strata-data/issue3}
-OUT=${OUT:-target/issue3/$(date +%Y%m%d-%H%M%S)}
+DIR=${DIR:-./strata-data/raftlog-vs-peers}
+OUT=${OUT:-target/raftlog-vs-peers/$(date +%Y%m%d-%H%M%S)}
 if [[ -z ${MODES:-} ]]; then
     if [[ -w /proc/sys/vm/drop_caches ]]; then
         MODES=warm,cold
     else
         MODES=warm
-        echo "issue3: cannot write /proc/sys/vm/drop_caches (not root?): recovery runs warm only" >&2
+        echo "raftlog_vs_peers: cannot write /proc/sys/vm/drop_caches (not root?): recovery runs warm only" >&2
     fi
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ! -x $B ]]; then
-    echo "issue3: no binary at $B; build it with" >&2
+    echo "raftlog_vs_peers: no binary at $B; build it with" >&2
     echo "  cargo build --release -p strata-bench --features peers" >&2
     exit 2
 fi
 mkdir -p "$OUT" "$DIR"
-echo "issue3: $B, engines $ENGINES, $RUNS runs of $run_seconds s, recovery $TOTAL ($MODES), into $OUT" >&2
+echo "raftlog_vs_peers: $B, engines $ENGINES, $RUNS runs of $run_seconds s, recovery $TOTAL ($MODES), into $OUT" >&2
 
 failed=()
 # cell NAME ARGS...: runs one invocation, JSON to $OUT/NAME.json, stderr to
@@ -59,7 +59,7 @@ cell() {
     echo "$B $* --json" >>"$OUT/commands.txt"
     echo "== $name: $B $*" >&2
     if ! "$B" "$@" --json >"$OUT/$name.json" 2> >(tee "$OUT/$name.log" >&2); then
-        echo "issue3: $name failed (see $OUT/$name.log)" >&2
+        echo "raftlog_vs_peers: $name failed (see $OUT/$name.log)" >&2
         failed+=("$name")
     fi
 }
@@ -85,14 +85,14 @@ for c in $CELLS; do
         D-1K) recovery D-1K 1K ;;
         D-16K) recovery D-16K 16K ;;
         *)
-            echo "issue3: unknown cell $c" >&2
+            echo "raftlog_vs_peers: unknown cell $c" >&2
             failed+=("$c")
             ;;
     esac
 done
 
-python3 "$here/issue3_table.py" "$OUT" | tee "$OUT/tables.md"
+python3 "$here/raftlog_vs_peers_table.py" "$OUT" | tee "$OUT/tables.md"
 if ((${#failed[@]})); then
-    echo "issue3: failed cells: ${failed[*]}" >&2
+    echo "raftlog_vs_peers: failed cells: ${failed[*]}" >&2
     exit 1
 fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Prints issue 3's results as markdown: one table per workload from the JSON
-files issue3.sh writes (one per cell: raftlog median records, recovery
-records), medians per engine and a strata/<peer> column per peer.
+"""Prints the results of raftlog against its peers as markdown: one table per
+workload from the JSON files raftlog_vs_peers.sh writes (one per cell: raftlog
+median records, recovery records), medians per engine and a strata/<peer>
+column per peer.
 
-Usage: issue3_table.py OUT_DIR
+Usage: raftlog_vs_peers_table.py OUT_DIR
 """
 
 import json
