@@ -12,7 +12,7 @@ use crate::report::{fmt_count, fmt_duration, fmt_rate, or_na, Table};
 use crate::runner::{self, Stop, WorkloadOutcome, WorkloadSpec};
 use crate::units::{fmt_bytes, MB};
 use crate::verify::{self, VerifyOutcome};
-use crate::workload::{EntrySizes, STATE_BYTES};
+use crate::workload::{EntrySizes, GroupSkew, STATE_BYTES};
 
 /// Groups each batch appends to, as a TiKV store's Raft poller batches the
 /// ready regions of one round.
@@ -72,9 +72,13 @@ pub fn run(args: &DemoArgs) -> Result<(), BenchError> {
         entries_per_group: 1,
         sizes: EntrySizes::Fixed(args.entry_bytes),
         writers: args.writers,
+        skew: GroupSkew::RoundRobin,
         sync: true,
         compact_lag: COMPACT_LAG,
         purge_interval: Some(PURGE_INTERVAL),
+        // The demo reports the groups purge names (see `print_purges`) and
+        // leaves them as they are, so that purge has lagging data to rewrite.
+        force_compact: false,
         stop,
         progress: true,
     };

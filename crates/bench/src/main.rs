@@ -4,6 +4,7 @@
 //!   recovery and a byte-for-byte check of every live entry.
 //! - `raftlog`: the same workload, configurable, against every engine built in.
 //! - `recovery`: how fast a full directory reopens.
+//! - `raftlog-memory`: what the in-memory index costs per group and per entry.
 //! - `disk-probe`: sequential writes with fdatasync, the device's limit.
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
@@ -11,6 +12,7 @@
 mod demo;
 mod engines;
 mod error;
+mod memory;
 mod probe;
 mod proc_stats;
 mod raftlog;
@@ -41,6 +43,8 @@ enum Command {
     Raftlog(raftlog::RaftlogArgs),
     /// Time reopening a directory full of live entries.
     Recovery(recovery::RecoveryArgs),
+    /// Measure index memory per idle group and per live entry.
+    RaftlogMemory(memory::MemoryArgs),
     /// Measure sequential write + fdatasync on the device.
     DiskProbe(probe::ProbeArgs),
 }
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Raftlog(args) => raftlog::run(args),
         Command::Recovery(args) => recovery::run(args),
+        Command::RaftlogMemory(args) => memory::run(args),
         Command::DiskProbe(args) => probe::run(args),
     };
     match result {

@@ -3,14 +3,19 @@
 //!
 //! The defaults are the workload TiKV puts on its raft log: 1,000 groups, 16
 //! groups per batch, one 1 KiB entry and a 64-byte state put per group, sync,
-//! compaction to the last 32 entries, a purge every 2 s, and writers that each
-//! own their groups. Every engine runs with its own default configuration.
+//! compaction to the last 32 entries, a purge every 2 s (the groups it names
+//! force-compacted, as TiKV does), and writers that each own their groups.
+//! Every engine runs with its own default configuration. Flags take it to
+//! scale: many groups (`--groups 100000`), a skewed choice of groups
+//! (`--group-skew zipf:0.99`), mixed entry sizes (`--entry-bytes mixed`, 64 B
+//! to 64 KiB), unsynced batches (`--sync false`).
 //!
 //! Measured per run: write latency around each write call (in the bench, so
-//! every engine is measured the same way), writes/s and payload MB/s, the
-//! bytes the process sent to the device over the payload (`/proc/self/io`),
-//! fsyncs (the engine's count), peak RSS and CPU seconds. With `--runs R`
-//! the report gives the median of the R runs.
+//! every engine is measured the same way) up to p99.99, writes/s and payload
+//! MB/s, the bytes the process sent to the device over the payload
+//! (`/proc/self/io`), fsyncs (the engine's count), the time of each purge
+//! call (median and max), peak RSS and CPU seconds. With `--runs R` the report
+//! gives the median of the R runs.
 //!
 //! After the runs, the built-in disk probe (`probe::measure`) writes with
 //! fdatasync at each engine's own flush size (device bytes per fsync of its
@@ -30,7 +35,7 @@ use crate::proc_stats::{peak_rss_bytes, reset_peak_rss, ProcSample};
 use crate::report::{fmt_count, fmt_rate, median, or_na, print_json, ratio_cells, RatioOf, Table};
 use crate::runner::{self, Stop, WorkloadSpec};
 use crate::units::{fmt_bytes, parse_bytes, MB};
-use crate::workload::EntrySizes;
+use crate::workload::{parse_entry_bytes, EntrySizes, GroupSkew};
 
 /// On or off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -41,7 +46,8 @@ pub enum OnOff {
     Off,
 }
 
-/// A named workload of issue 3, so that each line of its table is one command.
+/// A named workload of the comparison with raft-engine and RocksDB
+/// (`docs/bench/raftlog-vs-peers.md`), so that each of its cells is one command.
 /// Explicit flags override what a preset sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
@@ -63,7 +69,8 @@ pub struct RaftlogArgs {
     /// compiled in). Peers need a build with `--features peers`.
     #[arg(long = "engines", alias = "engine", value_enum, value_delimiter = ',')]
     engines: Vec<EngineKind>,
-    /// A workload of issue 3 (A, B or C); the flags below override it.
+    /// A named workload of the matrix against raft-engine and RocksDB (A, B or
+    /// C); the flags below override it.
     #[arg(long, value_enum, ignore_case = true)]
     preset: Option<Preset>,
     /// Raft groups [default: 1000; presets A and B: 64 per writer from 64
@@ -76,27 +83,46 @@ pub struct RaftlogArgs {
     /// Entries appended to each group of a batch.
     #[arg(long, default_value_t = 1)]
     entries_per_group: usize,
-    /// Bytes of each entry [default: 1024; preset B: 16K].
-    #[arg(long, value_parser = parse_bytes)]
-    entry_bytes: Option<u64>,
-    /// Entry lengths spread evenly over min:max bytes instead.
+    /// Bytes of each entry, or `mixed`: 64 B to 64 KiB, log-uniform (as many
+    /// entries in each doubling of size) [default: 1024; preset B: 16K].
+    #[arg(long, value_parser = parse_entry_bytes)]
+    entry_bytes: Option<EntrySizes>,
+    /// Entry lengths spread evenly over min:max bytes instead, or their
+    /// logarithm spread evenly over log:min:max.
     #[arg(long, conflicts_with = "entry_bytes")]
     entry_bytes_dist: Option<EntrySizes>,
+    /// How each writer picks the groups of a batch among its own: round-robin
+    /// (every group at the same pace), uniform (at random), or zipf:S (rank k
+    /// with probability proportional to 1/k^S, e.g. zipf:0.99: a few hot
+    /// groups and a long, nearly idle tail).
+    #[arg(long, default_value = "round-robin")]
+    group_skew: GroupSkew,
     /// Writer threads, each owning groups/writers groups [default: 4; preset C: 1].
     #[arg(long)]
     writers: Option<usize>,
-    /// Sync every write (the default).
-    #[arg(long, overrides_with = "no_sync")]
-    sync: bool,
-    /// Do not sync writes.
+    /// Sync every write: true (the default) or false.
+    #[arg(
+        long,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        overrides_with = "no_sync"
+    )]
+    sync: Option<bool>,
+    /// Do not sync writes (same as --sync false).
     #[arg(long, overrides_with = "sync")]
     no_sync: bool,
     /// Entries each group keeps after a compaction (0: never compact).
     #[arg(long, default_value_t = 32)]
     compact_lag: u64,
-    /// Milliseconds between purges (0: never purge).
+    /// Milliseconds between purges (0: never purge). Each purge is timed.
     #[arg(long, default_value_t = 2000)]
     purge_interval_ms: u64,
+    /// Compact the groups a purge names (those holding back the oldest
+    /// files) down to their newest entry before their next append, as TiKV
+    /// force-compacts the regions raft-engine names.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    force_compact: OnOff,
     /// How long each run writes [default: 10; with a preset: 30].
     #[arg(long)]
     seconds: Option<f64>,
@@ -194,13 +220,15 @@ fn add_disk_limits(
 struct Resolved {
     groups: u64,
     groups_per_batch: usize,
-    entry_bytes: u64,
+    entry_bytes: EntrySizes,
     writers: usize,
     seconds: f64,
+    sync: bool,
 }
 
 /// Writers from which presets A and B give each writer 64 groups of its own,
-/// as issue 3 asks (4,096 groups at 64 writers).
+/// so that every writer still fills its batches with groups of its own (4,096
+/// groups at 64 writers; 1,000 would leave each fewer than a batch of 16).
 const MANY_WRITERS: usize = 64;
 /// Groups each writer owns from [`MANY_WRITERS`] on.
 const GROUPS_PER_MANY_WRITER: u64 = 64;
@@ -224,15 +252,19 @@ impl RaftlogArgs {
             } else {
                 16
             }),
-            entry_bytes: self.entry_bytes.unwrap_or(if p == Some(Preset::B) {
-                16 << 10
-            } else {
-                1024
-            }),
+            entry_bytes: self
+                .entry_bytes_dist
+                .or(self.entry_bytes)
+                .unwrap_or(EntrySizes::Fixed(if p == Some(Preset::B) {
+                    16 << 10
+                } else {
+                    1024
+                })),
             writers,
             seconds: self
                 .seconds
                 .unwrap_or(if p.is_some() { 30.0 } else { 10.0 }),
+            sync: !self.no_sync && self.sync.unwrap_or(true),
         }
     }
 }
@@ -246,10 +278,14 @@ struct WorkloadEcho {
     entries_per_group: usize,
     entry_bytes_min: usize,
     entry_bytes_max: usize,
+    /// How entry lengths spread: "64 B", "64..=65536 B log-uniform".
+    entry_bytes: String,
+    group_skew: String,
     writers: usize,
     sync: bool,
     compact_lag: u64,
     purge_interval_ms: u64,
+    force_compact: bool,
     compression: bool,
     stop: String,
 }
@@ -273,6 +309,7 @@ struct RunRecord {
     latency_us_p50: u64,
     latency_us_p99: u64,
     latency_us_p999: u64,
+    latency_us_p9999: u64,
     latency_us_max: u64,
     fsyncs: Option<u64>,
     fsyncs_per_write: Option<f64>,
@@ -282,8 +319,14 @@ struct RunRecord {
     peak_rss_bytes: Option<u64>,
     cpu_seconds: Option<f64>,
     purges: u64,
+    /// Median time of one purge call, in milliseconds (none without purges).
+    purge_ms_p50: Option<f64>,
+    /// Longest purge call, in milliseconds.
+    purge_ms_max: Option<f64>,
     files_purged: u64,
     entries_rewritten: u64,
+    /// Groups compacted because a purge named them.
+    groups_force_compacted: u64,
     /// Device bytes written per second, in MB/s.
     device_mb_per_sec: Option<f64>,
     /// The disk probe's flush size for this engine (medians only).
@@ -315,9 +358,7 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
     };
     EngineKind::check_built(&engines)?;
     let r = args.resolve();
-    let sizes = args
-        .entry_bytes_dist
-        .unwrap_or(EntrySizes::Fixed(r.entry_bytes as usize));
+    let sizes = r.entry_bytes;
     let stop = match args.total_bytes {
         Some(bytes) => Stop::PayloadBytes(bytes),
         None if r.seconds > 0.0 && r.seconds.is_finite() => {
@@ -331,10 +372,12 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         entries_per_group: args.entries_per_group,
         sizes,
         writers: r.writers,
-        sync: !args.no_sync,
+        skew: args.group_skew,
+        sync: r.sync,
         compact_lag: args.compact_lag,
         purge_interval: (args.purge_interval_ms > 0)
             .then(|| Duration::from_millis(args.purge_interval_ms)),
+        force_compact: args.force_compact == OnOff::On,
         stop,
         progress: !args.json,
     };
@@ -358,16 +401,15 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         groups: spec.groups,
         groups_per_batch: spec.effective_groups_per_batch(),
         entries_per_group: spec.entries_per_group,
-        entry_bytes_min: match sizes {
-            EntrySizes::Fixed(n) | EntrySizes::Uniform { min: n, .. } => n,
-        },
-        entry_bytes_max: match sizes {
-            EntrySizes::Fixed(n) | EntrySizes::Uniform { max: n, .. } => n,
-        },
+        entry_bytes_min: sizes.bounds().0,
+        entry_bytes_max: sizes.bounds().1,
+        entry_bytes: sizes.to_string(),
+        group_skew: spec.skew.to_string(),
         writers: spec.writers,
         sync: spec.sync,
         compact_lag: spec.compact_lag,
         purge_interval_ms: args.purge_interval_ms,
+        force_compact: spec.force_compact,
         compression: options.compression,
         stop: match stop {
             Stop::After(d) => format!("{:.1} s", d.as_secs_f64()),
@@ -377,7 +419,7 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
     };
     if !args.json {
         if let Some(p) = args.preset {
-            println!("preset {p:?} (issue 3, workload {p:?})");
+            println!("preset {p:?}");
         }
         print_intro(&echo);
     }
@@ -395,12 +437,13 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
                 print_json(&record);
             } else {
                 println!(
-                    "{} run {run}/{}: {} writes/s, {} MB/s, p99 {} us",
+                    "{} run {run}/{}: {} writes/s, {} MB/s, p99 {} us, p99.99 {} us",
                     kind.name(),
                     args.runs,
                     fmt_rate(record.writes_per_sec),
                     fmt_rate(record.payload_mb_per_sec),
-                    fmt_count(record.latency_us_p99)
+                    fmt_count(record.latency_us_p99),
+                    fmt_count(record.latency_us_p9999)
                 );
             }
             per_engine[e].push(record);
@@ -425,20 +468,22 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
 
 fn print_intro(echo: &WorkloadEcho) {
     println!(
-        "raftlog workload: {} groups, {} writers, {} groups x {} entries of {} (+ 64 B state) per batch, {}, \
-         compact to last {}, purge every {} ms, compression {}, {} per run",
+        "raftlog workload: {} groups ({}), {} writers, {} groups x {} entries of {} (+ 64 B state) \
+         per batch, {}, compact to last {}, purge every {} ms{}, compression {}, {} per run",
         echo.groups,
+        echo.group_skew,
         echo.writers,
         echo.groups_per_batch,
         echo.entries_per_group,
-        if echo.entry_bytes_min == echo.entry_bytes_max {
-            format!("{} B", echo.entry_bytes_min)
-        } else {
-            format!("{}..={} B", echo.entry_bytes_min, echo.entry_bytes_max)
-        },
+        echo.entry_bytes,
         if echo.sync { "sync" } else { "no sync" },
         echo.compact_lag,
         echo.purge_interval_ms,
+        if echo.force_compact {
+            " (named groups force-compacted)"
+        } else {
+            ""
+        },
         if echo.compression { "on" } else { "off" },
         echo.stop
     );
@@ -488,6 +533,7 @@ fn run_once(
         latency_us_p50: h.value_at_quantile(0.5),
         latency_us_p99: h.value_at_quantile(0.99),
         latency_us_p999: h.value_at_quantile(0.999),
+        latency_us_p9999: h.value_at_quantile(0.9999),
         latency_us_max: h.max(),
         fsyncs: stats.fsyncs,
         fsyncs_per_write: stats
@@ -499,14 +545,21 @@ fn run_once(
         peak_rss_bytes: peak_rss_bytes(),
         cpu_seconds: used.cpu_seconds,
         purges: outcome.purge.calls,
+        purge_ms_p50: outcome.purge.median_time().map(ms),
+        purge_ms_max: (outcome.purge.calls > 0).then(|| ms(outcome.purge.max_time)),
         files_purged: outcome.purge.files_purged,
         entries_rewritten: outcome.purge.entries_rewritten,
+        groups_force_compacted: outcome.purge.groups_force_compacted,
         device_mb_per_sec: used.write_bytes.map(|b| b as f64 / MB / secs),
         probe_bytes_per_flush: None,
         disk_limit_mb_per_sec: None,
         device_pct_of_disk_limit: None,
         payload_pct_of_disk_limit: None,
     })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// Returns the record whose every field is the median of that field over
@@ -542,6 +595,7 @@ fn median_record(records: &[RunRecord]) -> RunRecord {
         latency_us_p50: u(&|r| r.latency_us_p50),
         latency_us_p99: u(&|r| r.latency_us_p99),
         latency_us_p999: u(&|r| r.latency_us_p999),
+        latency_us_p9999: u(&|r| r.latency_us_p9999),
         latency_us_max: u(&|r| r.latency_us_max),
         fsyncs: ou(&|r| r.fsyncs),
         fsyncs_per_write: of(&|r| r.fsyncs_per_write),
@@ -551,8 +605,11 @@ fn median_record(records: &[RunRecord]) -> RunRecord {
         peak_rss_bytes: ou(&|r| r.peak_rss_bytes),
         cpu_seconds: of(&|r| r.cpu_seconds),
         purges: u(&|r| r.purges),
+        purge_ms_p50: of(&|r| r.purge_ms_p50),
+        purge_ms_max: of(&|r| r.purge_ms_max),
         files_purged: u(&|r| r.files_purged),
         entries_rewritten: u(&|r| r.entries_rewritten),
+        groups_force_compacted: u(&|r| r.groups_force_compacted),
         device_mb_per_sec: of(&|r| r.device_mb_per_sec),
         probe_bytes_per_flush: None,
         disk_limit_mb_per_sec: None,
@@ -620,6 +677,11 @@ fn table(records: &[RunRecord], runs: usize) -> Table {
         &|r| fmt_count(r.latency_us_p999),
         Some(&|r| Some(r.latency_us_p999 as f64)),
     );
+    row(
+        "latency p99.99 (us)",
+        &|r| fmt_count(r.latency_us_p9999),
+        Some(&|r| Some(r.latency_us_p9999 as f64)),
+    );
     row("latency max (us)", &|r| fmt_count(r.latency_us_max), None);
     row(
         "device MB/s",
@@ -654,8 +716,23 @@ fn table(records: &[RunRecord], runs: usize) -> Table {
         None,
     );
     row(
+        "purge time p50 (ms)",
+        &|r| or_na(r.purge_ms_p50, |v| format!("{v:.2}")),
+        Some(&|r| r.purge_ms_p50),
+    );
+    row(
+        "purge time max (ms)",
+        &|r| or_na(r.purge_ms_max, |v| format!("{v:.2}")),
+        Some(&|r| r.purge_ms_max),
+    );
+    row(
         "entries rewritten",
         &|r| fmt_count(r.entries_rewritten),
+        None,
+    );
+    row(
+        "groups force-compacted",
+        &|r| fmt_count(r.groups_force_compacted),
         None,
     );
     if records.iter().any(|r| r.disk_limit_mb_per_sec.is_some()) {
@@ -702,7 +779,7 @@ mod tests {
     }
 
     #[test]
-    fn presets_set_issue_3_workloads_and_flags_override_them() {
+    fn presets_set_their_workloads_and_flags_override_them() {
         let plain = resolve(&[]);
         assert_eq!(
             (
@@ -711,16 +788,23 @@ mod tests {
                 plain.entry_bytes,
                 plain.writers
             ),
-            (1000, 16, 1024, 4)
+            (1000, 16, EntrySizes::Fixed(1024), 4)
         );
+        assert!(plain.sync);
         assert_eq!(plain.seconds, 10.0);
         let a = resolve(&["--preset", "A", "--writers", "4"]);
-        assert_eq!((a.groups, a.entry_bytes, a.seconds), (1000, 1024, 30.0));
+        assert_eq!(
+            (a.groups, a.entry_bytes, a.seconds),
+            (1000, EntrySizes::Fixed(1024), 30.0)
+        );
         // At 64 writers each writer owns 64 groups.
         assert_eq!(resolve(&["--preset", "a", "--writers", "64"]).groups, 4096);
         assert_eq!(resolve(&["--preset", "B", "--writers", "64"]).groups, 4096);
         assert_eq!(resolve(&["--writers", "64"]).groups, 1000);
-        assert_eq!(resolve(&["--preset", "B"]).entry_bytes, 16 << 10);
+        assert_eq!(
+            resolve(&["--preset", "B"]).entry_bytes,
+            EntrySizes::Fixed(16 << 10)
+        );
         let c = resolve(&["--preset", "C"]);
         assert_eq!((c.writers, c.groups_per_batch, c.groups), (1, 256, 1000));
         let explicit = resolve(&[
@@ -734,6 +818,44 @@ mod tests {
             "2",
         ]);
         assert_eq!((explicit.groups, explicit.seconds), (500, 2.0));
+    }
+
+    #[test]
+    fn scale_flags_parse() {
+        let unsynced = resolve(&[
+            "--sync",
+            "false",
+            "--groups-per-batch",
+            "16",
+            "--entry-bytes",
+            "1024",
+        ]);
+        assert_eq!(
+            (
+                unsynced.sync,
+                unsynced.groups_per_batch,
+                unsynced.entry_bytes
+            ),
+            (false, 16, EntrySizes::Fixed(1024))
+        );
+        assert!(!resolve(&["--no-sync"]).sync);
+        assert!(resolve(&["--sync"]).sync);
+        assert!(resolve(&["--sync", "true"]).sync);
+        assert!(!resolve(&["--sync", "--no-sync"]).sync);
+        assert_eq!(
+            resolve(&["--preset", "B", "--entry-bytes", "mixed"]).entry_bytes,
+            crate::workload::MIXED
+        );
+        assert_eq!(
+            resolve(&["--entry-bytes-dist", "100:200"]).entry_bytes,
+            EntrySizes::Uniform { min: 100, max: 200 }
+        );
+        let cli =
+            Cli::try_parse_from(["raftlog", "--groups", "100000", "--group-skew", "zipf:0.99"])
+                .expect("flags parse");
+        assert_eq!(cli.args.group_skew, GroupSkew::Zipf(0.99));
+        assert_eq!(cli.args.resolve().groups, 100_000);
+        assert!(Cli::try_parse_from(["raftlog", "--group-skew", "zipf:-1"]).is_err());
     }
 
     fn record(
@@ -754,10 +876,13 @@ mod tests {
                 entries_per_group: 1,
                 entry_bytes_min: 1,
                 entry_bytes_max: 1,
+                entry_bytes: "1 B".into(),
+                group_skew: "round-robin".into(),
                 writers: 1,
                 sync: true,
                 compact_lag: 0,
                 purge_interval_ms: 0,
+                force_compact: false,
                 compression: false,
                 stop: String::new(),
             },
@@ -770,6 +895,7 @@ mod tests {
             latency_us_p50: 1,
             latency_us_p99: 1,
             latency_us_p999: 1,
+            latency_us_p9999: 1,
             latency_us_max: 1,
             fsyncs,
             fsyncs_per_write: None,
@@ -779,8 +905,11 @@ mod tests {
             peak_rss_bytes: None,
             cpu_seconds: None,
             purges: 0,
+            purge_ms_p50: None,
+            purge_ms_max: None,
             files_purged: 0,
             entries_rewritten: 0,
+            groups_force_compacted: 0,
             device_mb_per_sec: device.map(|b| b as f64 / MB / 2.0),
             probe_bytes_per_flush: None,
             disk_limit_mb_per_sec: None,

@@ -32,7 +32,7 @@ use crate::report::{
 use crate::runner::{self, Stop, WorkloadSpec};
 use crate::units::{fmt_bytes, parse_bytes};
 use crate::verify;
-use crate::workload::EntrySizes;
+use crate::workload::{EntrySizes, GroupSkew};
 
 /// How the page cache stands before a reopen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -276,9 +276,11 @@ pub fn run(args: &RecoveryArgs) -> Result<(), BenchError> {
         entries_per_group: 1,
         sizes,
         writers: args.writers,
+        skew: GroupSkew::RoundRobin,
         sync: false,
         compact_lag: 0,
         purge_interval: None,
+        force_compact: false,
         stop: Stop::PayloadBytes(args.total_bytes),
         progress: true,
     };

@@ -1,18 +1,29 @@
 //! Runs a workload against a [`LogEngine`]: writer threads that each own their
 //! groups, a purge thread, and a progress bar on the main thread.
 //!
-//! Each writer appends to `groups_per_batch` of its groups per batch, round
-//! robin, so every group advances at the same pace, as TiKV's busy regions do;
-//! it writes one batch at a time and waits for it (a synchronous client, as
-//! braft's benchmark method asks), and compacts each group it touched once the
-//! group holds twice `compact_lag` entries, keeping the last `compact_lag`.
+//! Each writer appends to `groups_per_batch` of its groups per batch, chosen
+//! as `skew` says (by default round robin, so every group advances at the same
+//! pace, as TiKV's busy regions do); it writes one batch at a time and waits
+//! for it (a synchronous client, as braft's benchmark method asks), and
+//! compacts each group it touched once the group holds twice `compact_lag`
+//! entries, keeping the last `compact_lag`.
+//!
+//! The purge thread calls the engine's purge every `purge_interval` and times
+//! each call. With `force_compact`, the groups a purge names as holding back
+//! the oldest files are compacted by their writers before their next batch,
+//! down to their newest entry, as TiKV force-compacts the regions raft-engine
+//! names; a group with a cold tail (see `GroupSkew::Zipf`) otherwise never
+//! reaches its compaction threshold and pins old files.
 //!
 //! Concurrency: a writer's groups are touched only by that writer, so its
-//! [`GroupLog`]s need no lock; the threads share only the atomic counters of
-//! `Shared`. Any failure sets `stop`, which every thread checks before its
-//! next operation.
+//! [`GroupLog`]s need no lock; the threads share the atomic counters of
+//! `Shared` and, per writer, a mutex-guarded list of groups to force-compact
+//! (filled by the purge thread, drained by the writer, each lock held only to
+//! push or take the list). Any failure sets `stop`, which every thread checks
+//! before its next operation.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,7 +33,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::engines::{EngineError, LogEngine, WriteBatch};
 use crate::error::BenchError;
 use crate::units::MB;
-use crate::workload::{next_append, owned_groups, EntrySizes, GroupLog};
+use crate::workload::{next_append, owned_groups, EntrySizes, GroupLog, GroupPicker, GroupSkew};
 
 /// Time between progress lines when stderr is not a terminal, so that a long
 /// write phase run from a script still shows it is moving.
@@ -52,12 +63,17 @@ pub struct WorkloadSpec {
     pub sizes: EntrySizes,
     /// Writer threads; each owns `groups / writers` groups.
     pub writers: usize,
+    /// How each writer picks the groups of a batch among its own.
+    pub skew: GroupSkew,
     /// Write with sync.
     pub sync: bool,
     /// Entries each group keeps after a compaction; 0 never compacts.
     pub compact_lag: u64,
     /// Time between purges; `None` never purges.
     pub purge_interval: Option<Duration>,
+    /// Compact the groups a purge names down to their newest entry (needs a
+    /// `compact_lag` above 0).
+    pub force_compact: bool,
     /// When to stop.
     pub stop: Stop,
     /// Draw a progress bar on a terminal; elsewhere print a line to stderr
@@ -115,6 +131,24 @@ pub struct PurgeTally {
     pub total_time: Duration,
     /// The longest purge.
     pub max_time: Duration,
+    /// Each purge's time, in call order.
+    pub times: Vec<Duration>,
+    /// Groups force-compacted because a purge named them.
+    pub groups_force_compacted: u64,
+}
+
+impl PurgeTally {
+    /// Returns the median purge time, `None` without purges.
+    pub fn median_time(&self) -> Option<Duration> {
+        let mut t = self.times.clone();
+        t.sort_unstable();
+        let n = t.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(t[n / 2]),
+            _ => Some((t[n / 2 - 1] + t[n / 2]) / 2),
+        }
+    }
 }
 
 /// What a run did.
@@ -147,6 +181,12 @@ struct Shared {
     batches: AtomicU64,
     payload: AtomicU64,
     running: AtomicUsize,
+    /// Per writer: groups a purge named, for the writer to force-compact.
+    force: Vec<Mutex<Vec<u64>>>,
+    /// Per writer: whether `force` holds anything, checked without the lock.
+    force_pending: Vec<AtomicBool>,
+    /// Groups force-compacted so far.
+    force_compacted: AtomicU64,
 }
 
 /// One writer's share of the outcome.
@@ -187,6 +227,8 @@ pub fn run(engine: &dyn LogEngine, spec: &WorkloadSpec) -> Result<WorkloadOutcom
 
     let shared = Shared {
         running: AtomicUsize::new(spec.writers),
+        force: (0..spec.writers).map(|_| Mutex::default()).collect(),
+        force_pending: (0..spec.writers).map(|_| AtomicBool::new(false)).collect(),
         ..Shared::default()
     };
     let bar = progress_bar(spec.progress);
@@ -199,11 +241,12 @@ pub fn run(engine: &dyn LogEngine, spec: &WorkloadSpec) -> Result<WorkloadOutcom
     let (writer_results, purge_result, duration) = thread::scope(|s| {
         let writers: Vec<_> = shares
             .into_iter()
-            .map(|logs| {
+            .enumerate()
+            .map(|(w, logs)| {
                 let shared = &shared;
                 s.spawn(move || {
                     let _running = RunningGuard(&shared.running);
-                    let result = write_loop(engine, spec, shared, logs, deadline);
+                    let result = write_loop(engine, spec, shared, w, logs, deadline);
                     if result.is_err() {
                         shared.stop.store(true, Relaxed);
                     }
@@ -214,7 +257,7 @@ pub fn run(engine: &dyn LogEngine, spec: &WorkloadSpec) -> Result<WorkloadOutcom
         let purger = spec.purge_interval.map(|interval| {
             let shared = &shared;
             s.spawn(move || {
-                let result = purge_loop(engine, interval, shared);
+                let result = purge_loop(engine, spec, interval, shared);
                 if result.is_err() {
                     shared.stop.store(true, Relaxed);
                 }
@@ -268,6 +311,7 @@ pub fn run(engine: &dyn LogEngine, spec: &WorkloadSpec) -> Result<WorkloadOutcom
     if let Some(result) = purge_result {
         outcome.purge = result.map_err(BenchError::from_panic)??;
     }
+    outcome.purge.groups_force_compacted = shared.force_compacted.load(Relaxed);
     outcome.groups.sort_unstable_by_key(|g| g.group);
     Ok(outcome)
 }
@@ -277,6 +321,7 @@ fn write_loop(
     engine: &dyn LogEngine,
     spec: &WorkloadSpec,
     shared: &Shared,
+    writer: usize,
     mut logs: Vec<GroupLog>,
     deadline: Option<Instant>,
 ) -> Result<WriterOutcome, EngineError> {
@@ -288,11 +333,25 @@ fn write_loop(
         entries: 0,
         compactions: 0,
     };
-    let mut cursor = 0;
+    let mut picker = GroupPicker::new(spec.skew, logs.len(), writer);
     let mut picked = Vec::with_capacity(per_batch);
     loop {
         if shared.stop.load(Relaxed) {
             break;
+        }
+        if shared.force_pending[writer].swap(false, Relaxed) {
+            let groups = std::mem::take(&mut *lock(&shared.force[writer]));
+            for group in groups {
+                // owned_groups gives writer w every writers-th group from w + 1.
+                let log = &mut logs[((group - 1) / spec.writers as u64) as usize];
+                debug_assert_eq!(log.group, group);
+                if log.first < log.last {
+                    engine.compact_to(log.group, log.last)?;
+                    log.first = log.last;
+                    out.compactions += 1;
+                    shared.force_compacted.fetch_add(1, Relaxed);
+                }
+            }
         }
         let go_on = match spec.stop {
             Stop::After(_) => deadline.is_some_and(|d| Instant::now() < d),
@@ -305,15 +364,11 @@ fn write_loop(
         let mut batch = WriteBatch {
             appends: Vec::with_capacity(per_batch),
         };
-        picked.clear();
-        for _ in 0..per_batch {
-            batch.appends.push(next_append(
-                &logs[cursor],
-                spec.entries_per_group,
-                spec.sizes,
-            ));
-            picked.push(cursor);
-            cursor = (cursor + 1) % logs.len();
+        picker.pick(per_batch, &mut picked);
+        for &i in &picked {
+            batch
+                .appends
+                .push(next_append(&logs[i], spec.entries_per_group, spec.sizes));
         }
         let payload = batch.payload_bytes();
         let t = Instant::now();
@@ -337,26 +392,39 @@ fn write_loop(
     Ok(out)
 }
 
-/// The purge thread: purges every `interval` until the writers are done.
+/// The purge thread: purges every `interval` until the writers are done, and
+/// hands the groups each purge names to their writers with `force_compact`.
 fn purge_loop(
     engine: &dyn LogEngine,
+    spec: &WorkloadSpec,
     interval: Duration,
     shared: &Shared,
 ) -> Result<PurgeTally, EngineError> {
     let mut tally = PurgeTally::default();
     let mut next = Instant::now() + interval;
     loop {
-        // Sleep in short steps so that the end of the run is not held up.
-        while Instant::now() < next {
+        // Sleep in short steps so that the end of the run is not held up; and
+        // look before every purge, since after one longer than the interval
+        // there is no sleep.
+        loop {
             if shared.purge_stop.load(Relaxed) || shared.stop.load(Relaxed) {
                 return Ok(tally);
             }
+            if Instant::now() >= next {
+                break;
+            }
             thread::sleep(Duration::from_millis(20).min(interval));
         }
-        next += interval;
         let t = Instant::now();
         let report = engine.purge()?;
         let took = t.elapsed();
+        // After a purge longer than the interval, the next one waits a whole
+        // interval rather than starting at once.
+        next += interval;
+        let now = Instant::now();
+        if next <= now {
+            next = now + interval;
+        }
         tally.calls += 1;
         tally.productive += u64::from(report.files_purged > 0);
         tally.files_purged += report.files_purged;
@@ -365,7 +433,24 @@ fn purge_loop(
         tally.groups_to_compact += report.groups_to_compact.len() as u64;
         tally.total_time += took;
         tally.max_time = tally.max_time.max(took);
+        tally.times.push(took);
+        if spec.force_compact && spec.compact_lag > 0 {
+            for group in report.groups_to_compact {
+                if group == 0 || group > spec.groups {
+                    continue; // Not one of ours.
+                }
+                let w = ((group - 1) % spec.writers as u64) as usize;
+                lock(&shared.force[w]).push(group);
+                shared.force_pending[w].store(true, Relaxed);
+            }
+        }
     }
+}
+
+/// Locks `m`; a writer that panicked holding it changes nothing in a list of
+/// group numbers.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Counts a writer out when it ends, however it ends.

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Prints issue 3's results as markdown: one table per workload from the JSON
-files issue3.sh writes (one per cell: raftlog median records, recovery
-records), medians per engine and a strata/<peer> column per peer.
+"""Prints the results of raftlog against its peers as markdown: one table per
+workload from the JSON files raftlog_vs_peers.sh writes (one per cell: raftlog
+median records, recovery records, index memory records), medians per engine
+and a strata/<peer> column per peer.
 
-Usage: issue3_table.py OUT_DIR
+Usage: raftlog_vs_peers_table.py OUT_DIR
 """
 
 import json
 import sys
 from pathlib import Path
 
-ORDER = ["A-1", "A-4", "A-64", "B-4", "B-64", "C", "D-1K", "D-16K"]
+ORDER = [
+    "A-1", "A-4", "A-64", "B-4", "B-64", "C",
+    "M-100K", "Z-10K", "X", "U-1", "U-4",
+    "D-1K", "D-16K", "MEM",
+]
 
 # (label, field, format, ratio?) for raftlog cells. A ratio above 1 is Strata
 # higher: better for rates and shares, worse for latency, amplification, memory.
@@ -20,12 +25,16 @@ RAFTLOG_ROWS = [
     ("latency p50 (us)", "latency_us_p50", "int", True),
     ("latency p99 (us)", "latency_us_p99", "int", True),
     ("latency p99.9 (us)", "latency_us_p999", "int", True),
+    ("latency p99.99 (us)", "latency_us_p9999", "int", True),
     ("device MB/s", "device_mb_per_sec", "rate", True),
     ("device write amp", "device_write_amplification", "f2", True),
     ("engine write amp", "engine_write_amplification", "f2", True),
     ("fsyncs per write", "fsyncs_per_write", "f2", False),
     ("peak RSS (MiB)", "peak_rss_bytes", "mib", True),
     ("CPU seconds", "cpu_seconds", "f2", True),
+    ("purge time p50 (ms)", "purge_ms_p50", "f2", True),
+    ("purge time max (ms)", "purge_ms_max", "f2", True),
+    ("groups force-compacted", "groups_force_compacted", "int", False),
     ("disk probe bytes per flush", "probe_bytes_per_flush", "kib", False),
     ("disk limit MB/s at this flush size", "disk_limit_mb_per_sec", "rate", False),
     ("device MB/s / disk limit", "device_pct_of_disk_limit", "pct", True),
@@ -41,6 +50,18 @@ RECOVERY_ROWS = [
     ("index memory per live entry (B, engine's count)", "index_memory_bytes_per_entry", "f1", False),
     ("peak RSS over reopens (MiB)", "peak_rss_bytes", "mib", True),
     ("write time (s)", "write_seconds", "f2", False),
+]
+
+
+MEMORY_ROWS = [
+    ("per idle group (B), live", "bytes_per_group_live", "f1", True),
+    ("per idle group (B), after reopen", "bytes_per_group_reopened", "f1", True),
+    ("per idle group (B), engine's count", "engine_bytes_per_group", "f1", False),
+    ("per live entry (B), live", "bytes_per_entry_live", "f1", True),
+    ("per live entry (B), after reopen", "bytes_per_entry_reopened", "f1", True),
+    ("per live entry (B), engine's count", "engine_bytes_per_entry", "f1", False),
+    ("open time, idle groups (s)", "open_seconds_idle", "f3", True),
+    ("open time, filled (s)", "open_seconds_filled", "f3", True),
 ]
 
 
@@ -97,9 +118,13 @@ def raftlog_cell(name, recs):
         return
     w = medians[0]["workload"]
     runs = medians[0]["runs"]
+    sizes = w.get("entry_bytes", f"{w['entry_bytes_min']} B")
+    skew = w.get("group_skew", "round-robin")
     title = (
-        f"{name}: preset {w['preset']}, {w['writers']} writers, {w['groups']} groups, "
-        f"{w['groups_per_batch']} groups/batch, {w['entry_bytes_min']} B entries, "
+        f"{name}: preset {w['preset']}, {w['writers']} writers, {w['groups']} groups"
+        f"{'' if skew == 'round-robin' else f' ({skew})'}, "
+        f"{w['groups_per_batch']} groups/batch, {sizes} entries, "
+        f"{'sync' if w['sync'] else 'no sync'}, "
         f"{w['stop']} per run, median of {runs} run{'s' if runs > 1 else ''}"
     )
     table(title, None, [(r["engine"], r) for r in medians], RAFTLOG_ROWS)
@@ -124,6 +149,26 @@ def recovery_cell(name, recs):
         table(title, None, [(r["engine"], r) for r in rs], RECOVERY_ROWS)
 
 
+def memory_cell(name, recs):
+    recs = [r for r in recs if r.get("kind") == "memory"]
+    if not recs:
+        print(f"### {name}\n\nno memory records (did the cell fail? see {name}.log)\n")
+        return
+    counts = []
+    for r in recs:
+        if r["groups"] not in counts:
+            counts.append(r["groups"])
+    for groups in counts:
+        rs = [r for r in recs if r["groups"] == groups]
+        r0 = rs[0]
+        title = (
+            f"{name}: index memory, {groups:,} idle groups (one {r0['entry_bytes']} B entry "
+            f"and a state each), then {r0['fill_entries']:,} live entries in the first "
+            f"{r0['fill_groups']:,} groups"
+        )
+        table(title, None, [(r["engine"], r) for r in rs], MEMORY_ROWS)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -138,7 +183,9 @@ def main():
     )
     for name in names:
         recs = load(files[name])
-        if any(r.get("kind") == "recovery" for r in recs) or name.startswith("D"):
+        if any(r.get("kind") == "memory" for r in recs) or name == "MEM":
+            memory_cell(name, recs)
+        elif any(r.get("kind") == "recovery" for r in recs) or name.startswith("D"):
             recovery_cell(name, recs)
         else:
             raftlog_cell(name, recs)
