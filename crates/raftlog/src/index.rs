@@ -14,6 +14,7 @@
 //! group never waits for a writer of another.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -329,12 +330,12 @@ impl GroupIndex {
 
     /// Returns the oldest append-queue file this group needs, if any.
     pub fn oldest_append_file(&self) -> Option<u64> {
+        // Rewrite-queue runs come first; append runs are in file order.
         let runs = self
             .runs
             .iter()
-            .filter(|r| !r.record.file.is_rewrite())
-            .map(|r| r.record.file.id().seq)
-            .next();
+            .find(|r| !r.record.file.is_rewrite())
+            .map(|r| r.record.file.id().seq);
         let kvs = self
             .kvs
             .values()
@@ -367,6 +368,9 @@ type Shard = RwLock<FxHashMap<u64, Arc<RwLock<GroupIndex>>>>;
 #[derive(Debug)]
 pub(crate) struct Index {
     shards: Box<[Shard]>,
+    /// The group [`Index::oldest_append_file`] last found holding the oldest
+    /// append file: usually it still does, and then no other group is visited.
+    oldest_holder: AtomicU64,
 }
 
 const SHARDS: usize = 64;
@@ -377,6 +381,7 @@ impl Index {
             shards: (0..SHARDS)
                 .map(|_| RwLock::new(FxHashMap::default()))
                 .collect(),
+            oldest_holder: AtomicU64::new(0),
         }
     }
 
@@ -441,14 +446,55 @@ impl Index {
         ids
     }
 
-    /// Calls `f` on every group.
-    pub fn for_each(&self, mut f: impl FnMut(u64, &GroupIndex)) {
+    /// Calls `f` on every group, until it returns false. A shard's groups
+    /// are listed under its lock and visited after it is released: a writer
+    /// adding a group to the shard, and the readers queued behind it, never
+    /// wait for the visit.
+    fn visit(&self, mut f: impl FnMut(u64, &GroupIndex) -> bool) {
+        let mut groups = Vec::new();
         for s in self.shards.iter() {
-            let groups: Vec<_> = s.read().iter().map(|(k, v)| (*k, v.clone())).collect();
-            for (id, g) in groups {
-                f(id, &g.read());
+            groups.extend(s.read().iter().map(|(k, v)| (*k, v.clone())));
+            for (id, g) in groups.drain(..) {
+                if !f(id, &g.read()) {
+                    return;
+                }
             }
         }
+    }
+
+    /// Calls `f` on every group.
+    pub fn for_each(&self, mut f: impl FnMut(u64, &GroupIndex)) {
+        self.visit(|id, g| {
+            f(id, g);
+            true
+        });
+    }
+
+    /// Returns the oldest append file any group needs, if a group needs one.
+    /// No group can need a file older than `floor` (the oldest that exists),
+    /// so the search stops at the first group that needs `floor`: it starts
+    /// with the group that held the oldest file last time, which in a steady
+    /// state still does, so that a purge with nothing to free visits one
+    /// group instead of all of them.
+    pub fn oldest_append_file(&self, floor: u64) -> Option<u64> {
+        let hint = self.oldest_holder.load(Ordering::Relaxed);
+        if let Some(g) = self.group(hint) {
+            if g.read().oldest_append_file() == Some(floor) {
+                return Some(floor);
+            }
+        }
+        let mut oldest: Option<(u64, u64)> = None;
+        self.visit(|id, g| {
+            if let Some(seq) = g.oldest_append_file() {
+                if oldest.is_none_or(|(o, _)| seq < o) {
+                    oldest = Some((seq, id));
+                }
+            }
+            oldest.is_none_or(|(o, _)| o > floor)
+        });
+        let (seq, holder) = oldest?;
+        self.oldest_holder.store(holder, Ordering::Relaxed);
+        Some(seq)
     }
 
     /// Calls `f` on every group, with write access.
