@@ -133,6 +133,9 @@ pub(crate) struct KvSlot {
 pub(crate) struct GroupIndex {
     pub runs: VecDeque<Run>,
     pub kvs: BTreeMap<Vec<u8>, KvSlot>,
+    /// Bytes of the group's entries that purge copied into the rewrite queue,
+    /// counted as they were copied (see [`GroupIndex::rewrite_bytes`]).
+    pub copied_bytes: u64,
 }
 
 /// What applying an item did that purge must know about.
@@ -326,6 +329,20 @@ impl GroupIndex {
             }
         }
         (dropped, effect)
+    }
+
+    /// Bytes of the group's entries in the rewrite queue, as purge counted
+    /// them when it copied them: what copying them again would cost. Nothing
+    /// lowers the count when entries are dropped (a compaction does not know
+    /// the sizes of what it drops), so it is an upper bound until the next
+    /// compaction of the rewrite queue counts the group's copies afresh; a
+    /// group with no entry left in the rewrite queue has none. Copies made
+    /// before the engine was opened are not counted until then.
+    pub fn rewrite_bytes(&self) -> u64 {
+        match self.runs.front() {
+            Some(r) if r.record.file.is_rewrite() => self.copied_bytes,
+            _ => 0,
+        }
     }
 
     /// Returns the oldest append-queue file this group needs, if any.

@@ -1,8 +1,13 @@
 //! Purge's copies stay bounded. Proves that:
 //! - no rewrite record's payload passes a megabyte (`docs/raftlog.md`,
-//!   "Purge and the rewrite queue"), even for a group with more than a
-//!   megabyte to copy at once: a group's copy is split over several
-//!   records, and replaying them gives the same log;
+//!   "Purge and the rewrite queue"), even for a group whose copies grow over
+//!   many purges and are carried at every compaction of the rewrite queue,
+//!   or a group with more than a megabyte to copy at once: a group's copy is
+//!   split over several records, and replaying them gives the same log;
+//! - a group's copies already in the rewrite queue count toward
+//!   `purge_rewrite_group_bytes_max`, so a group that lags a little further
+//!   at every purge is reported in `groups_to_compact` once its copies pass
+//!   the limit, rather than copied for ever;
 //! - everything survives reopen, from the files' records and from their
 //!   index sections.
 
@@ -57,6 +62,12 @@ impl Model {
             .get(&group)
             .and_then(|e| e.keys().next_back().copied())
             .unwrap_or(0)
+    }
+
+    fn live_bytes(&self, group: u64) -> u64 {
+        self.entries
+            .get(&group)
+            .map_or(0, |e| e.values().map(|l| *l as u64).sum())
     }
 
     /// Appends `n` entries of `len` bytes to `group` in one batch, with a put
@@ -147,6 +158,88 @@ fn churn(engine: &Engine, model: &mut Model, batches: u64) {
         let last = model.last(g);
         model.compact(engine, g, last.saturating_sub(3).max(1));
     }
+}
+
+#[test]
+fn rewrite_records_stay_bounded_for_a_slowly_lagging_group() {
+    let config = Config {
+        target_file_size_bytes: 256 << 10,
+        purge_threshold_bytes: 1 << 20,
+        purge_rewrite_group_bytes_max: 2 << 20,
+        preallocate: false,
+        ..Config::default()
+    };
+    let limit = config.purge_rewrite_group_bytes_max;
+    let fs = MemFs::new();
+    let engine = open(&fs, &config);
+    let mut model = Model::default();
+    let mut reported_at = None;
+    let mut rewritten_rounds = 0;
+    for round in 0..120 {
+        // The lagging group writes 32 KiB and puts its state: the put
+        // replaces its copied state, so every purge compacts the rewrite
+        // queue and carries the group's whole copy again.
+        model.append(&engine, LAGGING, 8, 4 << 10);
+        churn(&engine, &mut model, 48);
+        let out = engine.purge().expect("purge");
+        rewritten_rounds += u64::from(out.entries_rewritten > 0);
+        let (largest, _) = largest_rewrite_record(&fs);
+        assert!(
+            largest <= RECORD_HEADER_LEN + REWRITE_RECORD_BYTES,
+            "round {round}: a rewrite record of {largest} bytes"
+        );
+        let live = model.live_bytes(LAGGING);
+        let reported = out.groups_to_compact.contains(&LAGGING);
+        if reported {
+            // Its copies plus what purge wanted to copy passed the limit.
+            assert!(live > limit, "round {round}: reported with {live} bytes");
+            reported_at.get_or_insert(round);
+        } else {
+            assert!(
+                reported_at.is_none(),
+                "round {round}: reported at round {reported_at:?}, no longer now"
+            );
+            // Data newer than the cutoff (half the threshold, and the active
+            // file) is not copied yet: beyond that, the copies are over.
+            assert!(
+                live <= limit + (1 << 20),
+                "round {round}: {live} bytes and not reported"
+            );
+        }
+        if round % 16 == 0 {
+            model.check(&engine, &format!("round {round}"));
+        }
+        if reported_at.is_some_and(|at| round >= at + 3) {
+            break;
+        }
+    }
+    assert!(rewritten_rounds > 10, "purge hardly copied anything");
+    let at = reported_at.expect("the lagging group was never reported");
+    eprintln!("reported at round {at}");
+
+    // The caller compacts the reported group: its copies are dropped, later
+    // purges no longer report it, and free the files it held.
+    let last = model.last(LAGGING);
+    model.compact(&engine, LAGGING, last - 7);
+    let first_seq = engine.file_stats().first_append_seq;
+    for round in 0..4 {
+        churn(&engine, &mut model, 48);
+        let out = engine.purge().expect("purge");
+        assert!(!out.groups_to_compact.contains(&LAGGING), "{out:?}");
+        let (largest, _) = largest_rewrite_record(&fs);
+        assert!(largest <= RECORD_HEADER_LEN + REWRITE_RECORD_BYTES);
+        model.check(&engine, &format!("after the compaction, round {round}"));
+    }
+    assert!(engine.file_stats().first_append_seq > first_seq);
+
+    // From the records of the last files (no close: no index sections)...
+    drop(engine);
+    let engine = open(&fs, &config);
+    model.check(&engine, "reopen without close");
+    // ...and from the index sections.
+    engine.close().expect("close");
+    let engine = open(&fs, &config);
+    model.check(&engine, "reopen after close");
 }
 
 /// A group with more than a megabyte to copy in one purge, part of it in one

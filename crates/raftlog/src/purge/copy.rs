@@ -252,7 +252,7 @@ impl Copier<'_> {
         } else {
             g.carried_bytes += data.len() as u64;
         }
-        if !g.over && g.counted_bytes() > self.limit {
+        if !g.over && g.counted + g.bytes > self.limit {
             // Too much to copy: the caller should compact the group instead.
             // Its carried data (a prefix) is still copied.
             g.over = true;
@@ -332,7 +332,7 @@ impl Copier<'_> {
             .iter()
             .enumerate()
             .filter(|(_, g)| !g.pending_lens.is_empty())
-            .map(|(slot, g)| (g.counted_bytes(), slot))
+            .map(|(slot, g)| (g.counted + g.bytes, slot))
             .collect();
         waiting.sort_unstable();
         for (_, slot) in waiting {

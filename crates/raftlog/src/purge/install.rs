@@ -34,7 +34,22 @@ impl Engine {
         } else {
             &copy.pieces[..]
         };
+        let before = g.rewrite_bytes();
         intact &= replace_runs(&mut g, &copy.runs[..installed], pieces);
+        // What the group now has in the rewrite queue: when the rewrite queue
+        // is being compacted its copies there were just read and counted,
+        // otherwise they are what they were; plus the fresh entries copied.
+        let kept = if copy.carried > 0 {
+            copy.carried_bytes
+        } else {
+            before
+        };
+        let fresh = if copy.over {
+            0
+        } else {
+            copy.bytes - copy.carried_bytes
+        };
+        g.copied_bytes = kept + fresh;
         for kv in &copy.kvs {
             let Some(copied) = kv.copy else {
                 continue;

@@ -57,14 +57,18 @@ impl Engine {
     /// Returns what it did, and in [`PurgeOutcome::groups_to_compact`] (sorted,
     /// each group once) the groups the caller should force-compact. The list is
     /// empty unless the sealed append files hold more than
-    /// `purge_threshold_bytes`; then purge means to free every append file
-    /// older than the newest ones that hold half the threshold, by copying the
-    /// live data the groups still have in them into the rewrite queue. A group
-    /// whose live entries in those files total more than
-    /// `purge_rewrite_group_bytes_max` bytes (entry bytes only: its keys do
-    /// not count) is listed instead of copied, and the oldest of those files
-    /// stay until the caller compacts the group past them (`compact_to`, after
-    /// a Raft snapshot or log truncation) and a later purge frees them.
+    /// `purge_threshold_bytes`, or the rewrite queue is being compacted; then
+    /// purge means to free every append file older than the newest ones that
+    /// hold half the threshold, by copying the live data the groups still have
+    /// in them into the rewrite queue. A group whose live entries in those
+    /// files, together with its entries already copied into the rewrite
+    /// queue, total more than `purge_rewrite_group_bytes_max` bytes (entry
+    /// bytes only: its keys do not count) is listed instead of copied, and the
+    /// oldest of those files stay until the caller compacts the group past
+    /// them (`compact_to`, after a Raft snapshot or log truncation) and a
+    /// later purge frees them. Counting the copies already made means that a
+    /// group lagging a little further at every purge is listed once its
+    /// copies pass the limit, rather than copied again and again.
     pub fn purge(&self) -> Result<PurgeOutcome> {
         let _guard = self.purge_lock.lock();
         // Compactions still only in the index may free files below; log them
@@ -119,7 +123,7 @@ impl Engine {
             // Nothing is old enough to copy: no group needs visiting.
             return Ok(());
         }
-        let selected = self.select(cutoff, compact_rewrite_queue);
+        let selected = self.select(cutoff, compact_rewrite_queue, out);
         if !selected.is_empty() {
             if compact_rewrite_queue {
                 // The new generation must start in a file of its own.

@@ -4,6 +4,8 @@
 use crate::index::{FileRef, Run};
 use crate::Engine;
 
+use super::PurgeOutcome;
+
 /// One group's data chosen for copying, and how far its copy has got.
 #[derive(Debug, Default)]
 pub(super) struct GroupCopy {
@@ -16,6 +18,9 @@ pub(super) struct GroupCopy {
     pub carried: usize,
     /// Keys whose latest value is in a file being freed.
     pub kvs: Vec<CopiedKv>,
+    /// Entry bytes counted toward the limit without being read: the group's
+    /// copies already in the rewrite queue, when they are not being copied.
+    pub counted: u64,
 
     /// Runs read (or skipped) so far: `runs[..read]`.
     pub read: usize,
@@ -63,19 +68,14 @@ pub(super) struct Piece {
 }
 
 impl GroupCopy {
-    /// The entry bytes that count toward the limit: the fresh ones read.
-    pub fn counted_bytes(&self) -> u64 {
-        self.bytes - self.carried_bytes
-    }
-
     /// The entry bytes the group is expected to count once all its runs are
     /// read: what it counts so far, and its fresh entries still to read at
     /// the bytes per entry of those read.
     pub fn expected_bytes(&self) -> u64 {
-        let fresh_bytes = self.counted_bytes() as u128;
+        let fresh_bytes = (self.bytes - self.carried_bytes) as u128;
         let per_entry = fresh_bytes.div_ceil(self.fresh_entries_read.max(1) as u128);
         let to_read = (self.fresh_entries - self.fresh_entries_read) as u128;
-        let expected = fresh_bytes + to_read * per_entry;
+        let expected = (self.counted + self.bytes) as u128 + to_read * per_entry;
         u64::try_from(expected).unwrap_or(u64::MAX)
     }
 
@@ -91,7 +91,16 @@ impl GroupCopy {
 impl Engine {
     /// Picks, per group, the prefix of data to copy: data in append files below
     /// `cutoff`, and all data in the rewrite queue when it is being compacted.
-    pub(super) fn select(&self, cutoff: Option<u64>, include_rewrite: bool) -> Vec<GroupCopy> {
+    ///
+    /// A group whose copies already in the rewrite queue are over the limit,
+    /// when they are not being compacted, is reported at once and its fresh
+    /// data is not selected: nothing of it needs reading.
+    pub(super) fn select(
+        &self,
+        cutoff: Option<u64>,
+        include_rewrite: bool,
+        out: &mut PurgeOutcome,
+    ) -> Vec<GroupCopy> {
         let old = |f: FileRef| {
             if f.is_rewrite() {
                 include_rewrite
@@ -99,6 +108,7 @@ impl Engine {
                 cutoff.is_some_and(|c| f.id().seq < c)
             }
         };
+        let limit = self.pipe.config.purge_rewrite_group_bytes_max;
         let mut selected = Vec::new();
         self.index.for_each(|group, g| {
             // The copy is a contiguous prefix of what follows the runs already
@@ -110,7 +120,7 @@ impl Engine {
                 .take_while(|r| old(r.record.file))
                 .copied()
                 .collect();
-            let kvs: Vec<_> = g
+            let mut kvs: Vec<_> = g
                 .kvs
                 .iter()
                 .filter(|(_, s)| old(s.file))
@@ -125,6 +135,17 @@ impl Engine {
                 .iter()
                 .take_while(|r| r.record.file.is_rewrite())
                 .count();
+            let counted = if include_rewrite {
+                0
+            } else {
+                g.rewrite_bytes()
+            };
+            let mut runs = runs;
+            if counted > limit && runs.len() > carried {
+                out.groups_to_compact.push(group);
+                runs.truncate(carried);
+                kvs.retain(|kv| kv.file.is_rewrite());
+            }
             if runs.is_empty() && kvs.is_empty() {
                 return;
             }
@@ -134,6 +155,7 @@ impl Engine {
                 runs,
                 carried,
                 kvs,
+                counted,
                 ..GroupCopy::default()
             });
         });
