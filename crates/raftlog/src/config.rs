@@ -35,8 +35,9 @@ pub struct Config {
     /// lagging groups so that the oldest files can go.
     /// Default 10 GiB; min 1 MiB.
     pub purge_threshold_bytes: u64,
-    /// A lagging group with more live bytes than this in the files purge wants to
-    /// free is not rewritten but reported for force compaction.
+    /// A lagging group whose live entry bytes in the files purge wants to free,
+    /// together with its entries purge already copied into the rewrite queue,
+    /// exceed this is not rewritten but reported for force compaction.
     /// Default 1 MiB; min 0; max 1 GiB.
     pub purge_rewrite_group_bytes_max: u64,
     /// What recovery does with damaged records. Default `tolerate_tail_corruption`.

@@ -14,6 +14,7 @@
 //! group never waits for a writer of another.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -132,6 +133,9 @@ pub(crate) struct KvSlot {
 pub(crate) struct GroupIndex {
     pub runs: VecDeque<Run>,
     pub kvs: BTreeMap<Vec<u8>, KvSlot>,
+    /// Bytes of the group's entries that purge copied into the rewrite queue,
+    /// counted as they were copied (see [`GroupIndex::rewrite_bytes`]).
+    pub copied_bytes: u64,
 }
 
 /// What applying an item did that purge must know about.
@@ -327,14 +331,28 @@ impl GroupIndex {
         (dropped, effect)
     }
 
+    /// Bytes of the group's entries in the rewrite queue, as purge counted
+    /// them when it copied them: what copying them again would cost. Nothing
+    /// lowers the count when entries are dropped (a compaction does not know
+    /// the sizes of what it drops), so it is an upper bound until the next
+    /// compaction of the rewrite queue counts the group's copies afresh; a
+    /// group with no entry left in the rewrite queue has none. Copies made
+    /// before the engine was opened are not counted until then.
+    pub fn rewrite_bytes(&self) -> u64 {
+        match self.runs.front() {
+            Some(r) if r.record.file.is_rewrite() => self.copied_bytes,
+            _ => 0,
+        }
+    }
+
     /// Returns the oldest append-queue file this group needs, if any.
     pub fn oldest_append_file(&self) -> Option<u64> {
+        // Rewrite-queue runs come first; append runs are in file order.
         let runs = self
             .runs
             .iter()
-            .filter(|r| !r.record.file.is_rewrite())
-            .map(|r| r.record.file.id().seq)
-            .next();
+            .find(|r| !r.record.file.is_rewrite())
+            .map(|r| r.record.file.id().seq);
         let kvs = self
             .kvs
             .values()
@@ -367,6 +385,9 @@ type Shard = RwLock<FxHashMap<u64, Arc<RwLock<GroupIndex>>>>;
 #[derive(Debug)]
 pub(crate) struct Index {
     shards: Box<[Shard]>,
+    /// The group [`Index::oldest_append_file`] last found holding the oldest
+    /// append file: usually it still does, and then no other group is visited.
+    oldest_holder: AtomicU64,
 }
 
 const SHARDS: usize = 64;
@@ -377,6 +398,7 @@ impl Index {
             shards: (0..SHARDS)
                 .map(|_| RwLock::new(FxHashMap::default()))
                 .collect(),
+            oldest_holder: AtomicU64::new(0),
         }
     }
 
@@ -447,14 +469,55 @@ impl Index {
         ids
     }
 
-    /// Calls `f` on every group.
-    pub fn for_each(&self, mut f: impl FnMut(u64, &GroupIndex)) {
+    /// Calls `f` on every group, until it returns false. A shard's groups
+    /// are listed under its lock and visited after it is released: a writer
+    /// adding a group to the shard, and the readers queued behind it, never
+    /// wait for the visit.
+    fn visit(&self, mut f: impl FnMut(u64, &GroupIndex) -> bool) {
+        let mut groups = Vec::new();
         for s in self.shards.iter() {
-            let groups: Vec<_> = s.read().iter().map(|(k, v)| (*k, v.clone())).collect();
-            for (id, g) in groups {
-                f(id, &g.read());
+            groups.extend(s.read().iter().map(|(k, v)| (*k, v.clone())));
+            for (id, g) in groups.drain(..) {
+                if !f(id, &g.read()) {
+                    return;
+                }
             }
         }
+    }
+
+    /// Calls `f` on every group.
+    pub fn for_each(&self, mut f: impl FnMut(u64, &GroupIndex)) {
+        self.visit(|id, g| {
+            f(id, g);
+            true
+        });
+    }
+
+    /// Returns the oldest append file any group needs, if a group needs one.
+    /// No group can need a file older than `floor` (the oldest that exists),
+    /// so the search stops at the first group that needs `floor`: it starts
+    /// with the group that held the oldest file last time, which in a steady
+    /// state still does, so that a purge with nothing to free visits one
+    /// group instead of all of them.
+    pub fn oldest_append_file(&self, floor: u64) -> Option<u64> {
+        let hint = self.oldest_holder.load(Ordering::Relaxed);
+        if let Some(g) = self.group(hint) {
+            if g.read().oldest_append_file() == Some(floor) {
+                return Some(floor);
+            }
+        }
+        let mut oldest: Option<(u64, u64)> = None;
+        self.visit(|id, g| {
+            if let Some(seq) = g.oldest_append_file() {
+                if oldest.is_none_or(|(o, _)| seq < o) {
+                    oldest = Some((seq, id));
+                }
+            }
+            oldest.is_none_or(|(o, _)| o > floor)
+        });
+        let (seq, holder) = oldest?;
+        self.oldest_holder.store(holder, Ordering::Relaxed);
+        Some(seq)
     }
 
     /// Calls `f` on every group, with write access.

@@ -35,6 +35,7 @@ mod pipe;
 mod purge;
 pub mod reader;
 mod recovery;
+mod run_entries;
 pub mod section;
 
 pub use config::{Config, RecoveryMode};

@@ -212,6 +212,34 @@ impl LogBatch {
         self.item_count += 1;
     }
 
+    /// Adds entries `first_index, first_index + 1, ...` of `group`, given as
+    /// their lengths and their bytes back to back: purge's copies of entries
+    /// that were checked when first written. Returns the offset of the item's
+    /// length table in the payload.
+    pub(crate) fn add_packed_entries(
+        &mut self,
+        group: u64,
+        first_index: u64,
+        lens: &[u32],
+        data: &[u8],
+    ) -> u32 {
+        debug_assert!(!lens.is_empty());
+        debug_assert_eq!(lens.iter().map(|l| *l as usize).sum::<usize>(), data.len());
+        self.payload.push(TAG_ENTRIES);
+        put_varint(&mut self.payload, group);
+        put_varint(&mut self.payload, first_index);
+        put_varint(&mut self.payload, lens.len() as u64);
+        let body_offset = self.payload.len() as u32;
+        for len in lens {
+            self.payload.extend_from_slice(&len.to_le_bytes());
+        }
+        self.payload.extend_from_slice(data);
+        self.entry_runs
+            .push((group, first_index, lens.len() as u32, body_offset));
+        self.item_count += 1;
+        body_offset
+    }
+
     /// Sets `key` of `group` to `value`. An empty key makes the batch invalid.
     pub fn put(&mut self, group: u64, key: &[u8], value: &[u8]) {
         if key.is_empty() {

@@ -225,11 +225,6 @@ impl Pipe {
         Ok(())
     }
 
-    /// Reads the record at `loc`, checks it and returns its payload.
-    pub fn read_record(&self, loc: RecordLoc) -> Result<Vec<u8>> {
-        self.read_payload(loc).map(Payload::into_vec)
-    }
-
     /// Reads exactly the record at `loc` (no byte before or after it), checks
     /// its header and its whole payload against the payload checksum, and
     /// returns the payload without copying it when it is stored uncompressed.
@@ -285,15 +280,6 @@ impl Pipe {
 pub(crate) struct Payload {
     buf: Vec<u8>,
     start: usize,
-}
-
-impl Payload {
-    /// Returns the payload as a vector of its own (moving an uncompressed one
-    /// to the front of its buffer).
-    pub fn into_vec(mut self) -> Vec<u8> {
-        self.buf.drain(..self.start);
-        self.buf
-    }
 }
 
 impl std::ops::Deref for Payload {

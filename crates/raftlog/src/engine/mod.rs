@@ -9,7 +9,7 @@
 //!   fails with [`Error::Poisoned`].
 //! - `min_dirty` is the lowest append-file sequence whose records hide data
 //!   that is still copied in the rewrite queue; purge must not delete such a
-//!   file before it has rewritten the rewrite queue (see `purge.rs`).
+//!   file before it has rewritten the rewrite queue (see `purge/mod.rs`).
 //!
 //! Concurrency: see `strata-log`'s `group_commit.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
@@ -34,7 +34,7 @@
 //!
 //! The impl is split by responsibility: `write.rs` (group commit, sync,
 //! compaction), `read.rs` (entries and keys), `stats.rs` (counts and memory),
-//! `purge.rs` at the crate root (freeing files); this file opens and closes.
+//! `purge/` at the crate root (freeing files); this file opens and closes.
 
 mod read;
 mod stats;

@@ -1,0 +1,259 @@
+//! Purge: frees the oldest log files.
+//!
+//! 1. If the append queue holds more than `purge_threshold_bytes`, the live data
+//!    of lagging groups in its oldest files is copied into the rewrite queue
+//!    (groups with too much of it are reported for force compaction instead).
+//! 2. If records that hide data copied in the rewrite queue (deletes, compactions,
+//!    removed groups) are about to be purged, the whole rewrite queue is first
+//!    rewritten into a new generation holding only live data, and the old
+//!    generation deleted; otherwise the hidden copies would come back at the next
+//!    recovery, which replays the rewrite queue before the append queue.
+//! 3. Append files older than every group's oldest data are deleted (or kept
+//!    for reuse), oldest first, and the directory synced.
+//!
+//! The work of a copy follows the bytes copied, not the number of groups:
+//! `select.rs` picks every group's data under its lock, `copy.rs` reads each
+//! record holding any of it once, in file order, and takes every group's
+//! entries out of it, `writer.rs` packs the copies into records of at most
+//! about a megabyte, and `install.rs` points the index at them. A purge with
+//! nothing to copy visits no group at all, and usually one to learn that no
+//! file is free (`Index::oldest_append_file`).
+//!
+//! Copies are made outside any lock and installed per group only where the
+//! index still points at the copied location, so concurrent writes always win.
+
+mod copy;
+mod install;
+mod select;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::sync::atomic::Ordering;
+
+use crate::format::{FileId, Queue};
+use crate::metrics::Metrics;
+use crate::{Engine, Error, Result};
+
+/// What a purge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeOutcome {
+    /// Files deleted or kept for reuse.
+    pub files_purged: u64,
+    /// Entries copied into the rewrite queue.
+    pub entries_rewritten: u64,
+    /// Bytes of records written into the rewrite queue.
+    pub bytes_rewritten: u64,
+    /// True when the rewrite queue was rewritten into a new generation.
+    pub rewrite_queue_compacted: bool,
+    /// Groups whose old data holds back the oldest files and was too large to
+    /// rewrite: compact them (force a Raft log compaction) to free those files.
+    pub groups_to_compact: Vec<u64>,
+}
+
+impl Engine {
+    /// Frees the oldest files; see the module docs of `purge/mod.rs`.
+    ///
+    /// Returns what it did, and in [`PurgeOutcome::groups_to_compact`] (sorted,
+    /// each group once) the groups the caller should force-compact. The list is
+    /// empty unless the sealed append files hold more than
+    /// `purge_threshold_bytes`, or the rewrite queue is being compacted; then
+    /// purge means to free every append file older than the newest ones that
+    /// hold half the threshold, by copying the live data the groups still have
+    /// in them into the rewrite queue. A group whose live entries in those
+    /// files, together with its entries already copied into the rewrite
+    /// queue, total more than `purge_rewrite_group_bytes_max` bytes (entry
+    /// bytes only: its keys do not count) is listed instead of copied, and the
+    /// oldest of those files stay until the caller compacts the group past
+    /// them (`compact_to`, after a Raft snapshot or log truncation) and a
+    /// later purge frees them. Counting the copies already made means that a
+    /// group lagging a little further at every purge is listed once its
+    /// copies pass the limit, rather than copied again and again.
+    pub fn purge(&self) -> Result<PurgeOutcome> {
+        let _guard = self.purge_lock.lock();
+        // Compactions still only in the index may free files below; log them
+        // first, so the sync before any deletion makes them durable.
+        self.flush_compactions()?;
+        let mut out = PurgeOutcome::default();
+        Metrics::add(&self.metrics.purges, 1);
+        fail::fail_point!("raftlog::purge::start", |_| Err(Error::Io {
+            op: "purge",
+            path: self.pipe.dir.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
+
+        // The leader applies a group to the index before it releases the append
+        // lock, so every batch in a file older than this one is indexed.
+        let active_seq = self.pipe.append.lock().id.seq;
+        // 1. Choose the files to free by rewriting.
+        let cutoff = self.rewrite_cutoff(active_seq);
+        let compact_rewrite_queue = self.min_dirty.load(Ordering::SeqCst) != u64::MAX;
+        if compact_rewrite_queue {
+            // Tombstones seen from now on are measured against the new generation.
+            self.min_dirty.store(u64::MAX, Ordering::SeqCst);
+        }
+        let old_rewrite: Vec<FileId> = if compact_rewrite_queue {
+            self.pipe
+                .files
+                .read()
+                .keys()
+                .filter(|id| id.queue == Queue::Rewrite)
+                .copied()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if let Err(e) = self.copy_out(cutoff, compact_rewrite_queue, active_seq, &mut out) {
+            // Copies may sit in the rewrite queue without the index knowing them:
+            // no append file may go before the rewrite queue is rewritten.
+            self.min_dirty.store(0, Ordering::SeqCst);
+            return Err(e);
+        }
+        self.finish_purge(active_seq, old_rewrite, compact_rewrite_queue, out)
+    }
+
+    fn copy_out(
+        &self,
+        cutoff: Option<u64>,
+        compact_rewrite_queue: bool,
+        snapshot_seq: u64,
+        out: &mut PurgeOutcome,
+    ) -> Result<()> {
+        if cutoff.is_none() && !compact_rewrite_queue {
+            // Nothing is old enough to copy: no group needs visiting.
+            return Ok(());
+        }
+        let selected = self.select(cutoff, compact_rewrite_queue, out);
+        if !selected.is_empty() {
+            if compact_rewrite_queue {
+                // The new generation must start in a file of its own.
+                let mut rw = self.pipe.rewrite.lock();
+                if let Some(active) = rw.as_mut() {
+                    if active.write_index_section().is_ok() {
+                        Metrics::add(&self.metrics.index_sections_written, 1);
+                    }
+                    active
+                        .file
+                        .sync_data()
+                        .map_err(Error::io("sync", self.pipe.path(active.id)))?;
+                }
+                *rw = None;
+            }
+            self.rewrite(selected, snapshot_seq, out)?;
+        } else if compact_rewrite_queue {
+            *self.pipe.rewrite.lock() = None;
+        }
+        Ok(())
+    }
+
+    fn finish_purge(
+        &self,
+        active_seq: u64,
+        old_rewrite: Vec<FileId>,
+        compact_rewrite_queue: bool,
+        mut out: PurgeOutcome,
+    ) -> Result<PurgeOutcome> {
+        // 3 (decided before anything is deleted). The append files no group
+        // needs: those below the oldest any group needs, the active file and
+        // `min_dirty`. When no append file is below the other two bounds, no
+        // group needs asking. (Writers lower `min_dirty` concurrently, but
+        // only to the active file or a later one: never below `active_seq`.)
+        let bound = active_seq.min(self.min_dirty.load(Ordering::SeqCst));
+        let oldest = self
+            .pipe
+            .files
+            .read()
+            .keys()
+            .find(|id| id.queue == Queue::Append)
+            .map(|id| id.seq);
+        let needed = match oldest {
+            Some(oldest) if oldest < bound => self
+                .index
+                .oldest_append_file(oldest)
+                .map_or(bound, |seq| seq.min(bound)),
+            _ => bound,
+        };
+        let purgeable: Vec<FileId> = self
+            .pipe
+            .files
+            .read()
+            .keys()
+            .filter(|id| id.queue == Queue::Append && id.seq < needed)
+            .copied()
+            .collect();
+        if !old_rewrite.is_empty() || !purgeable.is_empty() {
+            // The index counted unsynced writes: an unsynced overwrite, delete or
+            // compaction may be what made these files dead. Make it durable
+            // before the files go, or a crash would lose both old and new.
+            self.sync()?;
+        }
+
+        // 2. Delete the old rewrite generation, now fully copied. Each removal
+        // is made durable before the next: a file system may persist unsynced
+        // directory changes in any order, and a later file gone while an
+        // earlier one stays is a hole recovery must take for lost data. All of
+        // them are durable before any append file goes (step 3): an append
+        // file may hold the tombstone that hides a copy in the old generation.
+        for id in &old_rewrite {
+            fail::fail_point!("raftlog::purge::remove_rewrite");
+            if let Err(e) = self.pipe.retire(*id).and_then(|()| self.sync_dir()) {
+                // The old generation's dead copies stay on disk: keep every
+                // append file that hides them until a later purge retries.
+                self.min_dirty.store(0, Ordering::SeqCst);
+                return Err(e);
+            }
+            out.files_purged += 1;
+        }
+        out.rewrite_queue_compacted = compact_rewrite_queue;
+
+        // 3. Delete the append files no group needs, oldest first, each
+        // removal durable before the next (see step 2).
+        for id in &purgeable {
+            fail::fail_point!("raftlog::purge::remove_append");
+            self.pipe.retire(*id)?;
+            self.append_sizes.lock().remove(&id.seq);
+            self.sync_dir()?;
+            out.files_purged += 1;
+        }
+        Metrics::add(&self.metrics.files_purged, out.files_purged);
+        out.groups_to_compact.sort_unstable();
+        out.groups_to_compact.dedup();
+        Ok(out)
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        fail::fail_point!("raftlog::purge::sync_dir", |_| Err(Error::Io {
+            op: "sync dir",
+            path: self.pipe.dir.clone(),
+            source: std::io::Error::other("fail point"),
+        }));
+        self.pipe
+            .fs
+            .sync_dir(&self.pipe.dir)
+            .map_err(Error::io("sync dir", &self.pipe.dir))?;
+        Metrics::add(&self.metrics.fsyncs, 1);
+        Ok(())
+    }
+
+    /// Returns the first append sequence to keep when the queue is over its
+    /// threshold: files below it should be freed by rewriting.
+    fn rewrite_cutoff(&self, active_seq: u64) -> Option<u64> {
+        let sizes = self.append_sizes.lock();
+        let total: u64 = sizes.values().sum();
+        let threshold = self.pipe.config.purge_threshold_bytes;
+        if total <= threshold {
+            return None;
+        }
+        // Keep the newest half of the threshold; rewrite what lags behind it.
+        let mut kept = 0;
+        let mut cutoff = active_seq;
+        for (&seq, &size) in sizes.iter().rev() {
+            if kept + size > threshold / 2 {
+                break;
+            }
+            kept += size;
+            cutoff = seq;
+        }
+        Some(cutoff)
+    }
+}
