@@ -396,6 +396,15 @@ fn read_section(fs: &dyn FileSystem, path: &Path) -> Option<Replay> {
     let mut head = [0u8; FILE_HEADER_LEN];
     file.read_exact_at(0, &mut head).ok()?;
     let (id, _version) = decode_header_of(&head).ok()?;
+    // A recycled file renamed into place by a creation that a crash cut short
+    // still holds its old header and its old, valid trailer: it is an
+    // unfinished file, which only the scan recognises.
+    let named = path
+        .file_name()
+        .and_then(|n| FileId::parse_file_name(n.to_str()?))?;
+    if id != named {
+        return None;
+    }
     let mut tail = [0u8; TRAILER_LEN];
     file.read_exact_at(len - TRAILER_LEN as u64, &mut tail)
         .ok()?;

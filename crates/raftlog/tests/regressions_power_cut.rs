@@ -280,3 +280,35 @@ fn purge_removals_reach_the_disk_in_order() {
         );
     }
 }
+
+/// Found by the kill -9 loop: a purged, sealed file is recycled by renaming it
+/// to the next file's name; a crash before its new header is written leaves
+/// the old header and the old, valid trailer. Recovery read that trailer's
+/// index section and refused the directory ("header names ... but the file is
+/// named ..."), where the file is an unfinished creation to remove.
+#[test]
+fn a_recycled_file_renamed_but_not_yet_rewritten_is_unfinished() {
+    let fs = MemFs::new();
+    let engine = open(&fs).unwrap();
+    let mut index = 1;
+    while engine.file_stats().active_append_seq < 4 {
+        write_entry(&engine, 1, index, 2000, false);
+        index += 1;
+    }
+    engine.close().unwrap();
+    // Seq 1 plays the purged file that rotation recycled into the next name.
+    let last = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .iter()
+        .filter_map(|n| {
+            n.strip_suffix(".raftlog")
+                .map(|s| u64::from_str_radix(s, 16).unwrap())
+        })
+        .max()
+        .unwrap();
+    let next = Path::new(DIR).join(format!("{:016x}.raftlog", last + 1));
+    fs.rename(&first_file(), &next).unwrap();
+    let engine = open(&fs).expect("an interrupted creation does not stop the open");
+    assert_eq!(engine.recovery_report().unfinished_files, vec![next]);
+}
