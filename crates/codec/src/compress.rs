@@ -60,6 +60,11 @@ pub fn lz4_compress_into(data: &[u8], out: &mut Vec<u8>) {
 pub fn lz4_decompress(data: &[u8], uncompressed_len: usize) -> Result<Vec<u8>, DecodeError> {
     let out = lz4_flex::block::decompress(data, uncompressed_len)
         .map_err(|e| DecodeError::Decompress(e.to_string()))?;
+    exact_len(out, uncompressed_len)
+}
+
+/// Checks that a decompressed block has the length its header declared.
+fn exact_len(out: Vec<u8>, uncompressed_len: usize) -> Result<Vec<u8>, DecodeError> {
     if out.len() != uncompressed_len {
         return Err(DecodeError::Decompress(format!(
             "expanded to {} bytes, header says {}",
@@ -75,20 +80,17 @@ pub fn lz4_decompress(data: &[u8], uncompressed_len: usize) -> Result<Vec<u8>, D
 /// balance of ratio against write-side CPU.
 pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
 
-/// Compresses `data` as one zstd frame at `level` (clamped to zstd's range).
+/// Compresses `data` as one zstd frame at `level` (clamped to zstd's range);
+/// `None` if zstd fails (only an allocation failure inside it can), and the
+/// caller then stores the data uncompressed.
 ///
 /// Uses the `zstd` crate (bindings to the reference library, which is
 /// fuzzed continuously upstream); LSM files trade CPU for size at the lower
 /// levels, where zstd beats LZ4's ratio by a wide margin.
-pub fn zstd_compress(data: &[u8], level: i32) -> Vec<u8> {
+pub fn zstd_compress(data: &[u8], level: i32) -> Option<Vec<u8>> {
     let range = zstd::compression_level_range();
     let level = level.clamp(*range.start(), *range.end());
-    match zstd::bulk::compress(data, level) {
-        Ok(out) => out,
-        // Only an allocation failure inside zstd gets here; an empty result
-        // would not decode, so fall back to a frame of stored bytes.
-        Err(_) => zstd::bulk::compress(data, 1).unwrap_or_default(),
-    }
+    zstd::bulk::compress(data, level).ok()
 }
 
 /// Decompresses one zstd frame that must expand to exactly `uncompressed_len`
@@ -97,14 +99,7 @@ pub fn zstd_compress(data: &[u8], level: i32) -> Vec<u8> {
 pub fn zstd_decompress(data: &[u8], uncompressed_len: usize) -> Result<Vec<u8>, DecodeError> {
     let out = zstd::bulk::decompress(data, uncompressed_len)
         .map_err(|e| DecodeError::Decompress(e.to_string()))?;
-    if out.len() != uncompressed_len {
-        return Err(DecodeError::Decompress(format!(
-            "expanded to {} bytes, header says {}",
-            out.len(),
-            uncompressed_len
-        )));
-    }
-    Ok(out)
+    exact_len(out, uncompressed_len)
 }
 
 /// Guesses, from a 4 KiB sample compressed on its own, whether compressing the
@@ -170,18 +165,18 @@ mod tests {
     #[test]
     fn zstd_round_trip_and_exact_size() {
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 17) as u8).collect();
-        let c = zstd_compress(&data, ZSTD_DEFAULT_LEVEL);
+        let c = zstd_compress(&data, ZSTD_DEFAULT_LEVEL).unwrap();
         assert!(c.len() < data.len());
         assert_eq!(zstd_decompress(&c, data.len()).unwrap(), data);
         assert!(zstd_decompress(&c, data.len() - 1).is_err());
         assert!(zstd_decompress(&c, data.len() + 1).is_err());
-        let empty = zstd_compress(&[], 99);
+        let empty = zstd_compress(&[], 99).unwrap();
         assert_eq!(zstd_decompress(&empty, 0).unwrap(), Vec::<u8>::new());
     }
 
     #[test]
     fn zstd_garbage_is_an_error_not_a_panic() {
-        let c = zstd_compress(&[5u8; 4000], 1);
+        let c = zstd_compress(&[5u8; 4000], 1).unwrap();
         for n in 0..c.len() {
             let mut bad = c.clone();
             bad[n] ^= 0x5a;

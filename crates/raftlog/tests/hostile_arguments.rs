@@ -314,3 +314,29 @@ fn configs_out_of_bounds_are_refused_before_any_io() {
         Some(&b"kept"[..])
     );
 }
+
+/// Batches past 32 items take the continuity check's map path: the same
+/// rules hold there (a gap refused, a reset then entries accepted).
+#[test]
+fn big_batches_follow_the_same_continuity_rules() {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut batch = LogBatch::new();
+    for g in 1..=40u64 {
+        batch.add_entries(g, 1, &[b"a", b"b"]);
+    }
+    engine.write(&mut batch, true).unwrap();
+    for g in 1..=40u64 {
+        batch.add_entries(g, 3, &[b"c"]);
+    }
+    batch.add_entries(7, 9, &[b"gap"]);
+    assert_invalid(engine.write(&mut batch, true), "a gap in a big batch");
+    batch.clear();
+    for g in 1..=40u64 {
+        batch.compact_to(g, 100);
+        batch.add_entries(g, 100, &[b"after the snapshot"]);
+    }
+    engine.write(&mut batch, true).unwrap();
+    assert_eq!(engine.first_index(40), Some(100));
+    assert_eq!(engine.last_index(1), Some(100));
+}

@@ -31,7 +31,7 @@ pub fn seal(raw: &[u8], compression: Compression, zstd_level: i32) -> (Vec<u8>, 
     let compressed = match compression {
         Compression::None => None,
         Compression::Lz4 => Some(lz4_compress(raw)),
-        Compression::Zstd => Some(zstd_compress(raw, zstd_level)),
+        Compression::Zstd => zstd_compress(raw, zstd_level),
     };
     let mut out = Vec::with_capacity(raw.len() + BLOCK_TRAILER_LEN + 10);
     let used = match compressed {

@@ -145,51 +145,63 @@ impl Engine {
     /// start at most one past the group's last index, anywhere once the group
     /// is empty (a compaction past its end or a removal earlier in the batch).
     fn check_continuity(&self, batch: &LogBatch) -> Result<()> {
-        // Each group's last index as the batch leaves it so far (`None`: the
-        // group is empty). A small batch searches a short list, which
-        // allocates little; a big one keeps a map.
-        let mut small: Vec<(u64, Option<u64>)> = Vec::new();
-        let mut big: Option<rustc_hash::FxHashMap<u64, Option<u64>>> =
-            (batch.entry_runs.len() + batch.resets.len() > 32).then(Default::default);
-        let mut last_of = |group: u64, f: &mut dyn FnMut(&mut Option<u64>)| {
-            let slot = match &mut big {
-                Some(map) => map
-                    .entry(group)
-                    .or_insert_with(|| self.index.last_index(group)),
-                None => match small.iter().position(|e| e.0 == group) {
-                    Some(i) => &mut small[i].1,
-                    None => {
-                        small.push((group, self.index.last_index(group)));
-                        &mut small.last_mut().expect("just pushed").1
-                    }
-                },
-            };
-            f(slot)
-        };
+        let runs = &batch.entry_runs;
+        // A small batch looks back through its own items, which allocates
+        // nothing on the write path; a big one keeps a map of each group's
+        // last index as the batch leaves it so far (`None`: the group is empty).
+        let mut map: Option<rustc_hash::FxHashMap<u64, Option<u64>>> =
+            (runs.len() + batch.resets.len() > 32).then(Default::default);
         let mut resets = batch.resets.iter().peekable();
-        for (i, &(group, first, count, _)) in batch.entry_runs.iter().enumerate() {
-            while let Some(&(_, g, index)) = resets.next_if(|r| r.0 <= i) {
-                last_of(g, &mut |last| {
-                    if last.is_some_and(|l| l < index) {
-                        *last = None;
+        for (i, &(group, first, count, _)) in runs.iter().enumerate() {
+            let last = match &mut map {
+                None => self.last_before(batch, i),
+                Some(map) => {
+                    while let Some(&(_, g, index)) = resets.next_if(|r| r.0 <= i) {
+                        let last = map.entry(g).or_insert_with(|| self.index.last_index(g));
+                        if last.is_some_and(|l| l < index) {
+                            *last = None;
+                        }
                     }
-                });
-            }
-            let mut gap = None;
-            last_of(group, &mut |last| {
-                match *last {
-                    Some(l) if first > l + 1 => gap = Some(l),
-                    // `LogBatch` refused runs whose end overflows.
-                    _ => *last = Some(first + count as u64 - 1),
+                    map.get(&group)
+                        .copied()
+                        .unwrap_or_else(|| self.index.last_index(group))
                 }
-            });
-            if let Some(last) = gap {
+            };
+            if let Some(last) = last.filter(|&l| first > l + 1) {
                 return Err(Error::InvalidArgument(format!(
                     "group {group}: entries from {first} leave a gap after last index {last}"
                 )));
             }
+            if let Some(map) = &mut map {
+                // `LogBatch` refused runs whose end overflows.
+                map.insert(group, Some(first + count as u64 - 1));
+            }
         }
         Ok(())
+    }
+
+    /// The last index of run `i`'s group as the batch's items before run `i`
+    /// leave it: the group's earlier run in the batch (or the index), then
+    /// any compaction or removal of the group queued after that run.
+    fn last_before(&self, batch: &LogBatch, i: usize) -> Option<u64> {
+        let runs = &batch.entry_runs;
+        let group = runs[i].0;
+        let earlier = runs[..i].iter().rposition(|r| r.0 == group);
+        let mut last = match earlier {
+            Some(j) => Some(runs[j].1 + runs[j].2 as u64 - 1),
+            None => self.index.last_index(group),
+        };
+        let after = earlier.map_or(0, |j| j + 1);
+        for &(_, _, index) in batch
+            .resets
+            .iter()
+            .filter(|r| r.1 == group && (after..=i).contains(&r.0))
+        {
+            if last.is_some_and(|l| l < index) {
+                last = None;
+            }
+        }
+        last
     }
 
     fn encode(&self, raw: Vec<u8>, item_count: usize, sync: bool) -> WriteRequest {
