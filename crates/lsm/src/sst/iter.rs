@@ -484,3 +484,33 @@ impl SstIter {
         self.settle(r, false, Expect::Before)
     }
 }
+
+impl crate::iter::InternalIterator for SstIter {
+    fn valid(&self) -> bool {
+        SstIter::valid(self)
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        SstIter::seek(self, target)
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        SstIter::seek_for_prev(self, target)
+    }
+    fn next(&mut self) -> Result<()> {
+        SstIter::next(self)
+    }
+    fn prev(&mut self) -> Result<()> {
+        SstIter::prev(self)
+    }
+    fn key(&self) -> &[u8] {
+        SstIter::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        SstIter::value(self)
+    }
+}
