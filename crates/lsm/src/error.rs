@@ -20,6 +20,17 @@ pub enum Error {
     /// A caller's argument is out of bounds or inconsistent; nothing was done.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A write that asked not to wait (`WriteOptions::no_slowdown`) would
+    /// have had to; nothing was written.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// An earlier background error or failed sync stopped writes until the
+    /// engine is reopened; reads still work. Names the first error.
+    #[error("read-only after an earlier error: {0}")]
+    ReadOnly(String),
+    /// The engine is closed, or closing.
+    #[error("the engine is closed")]
+    Closed,
     /// An operating-system call failed.
     #[error("{op} {path}: {source}")]
     Io {

@@ -54,3 +54,13 @@ pub use version::{
     BuiltVersion, EditError, FileDesc, FileMeta, FileNumber, Level, ObsoleteFiles, Version,
     VersionBuilder, VersionEdit, NUM_LEVELS_DEFAULT,
 };
+pub mod compaction;
+pub mod db;
+pub mod manifest;
+pub mod wal;
+
+pub use db::{
+    ColumnFamily, ColumnFamilyOptions, CompactionInfo, Db, DbIterator, EventListener, FlushInfo,
+    Hooks, Options, ReadOptions, RecoveryReport, Snapshot, Statistics, WriteOptions,
+};
+pub use wal::RecoveryMode;

@@ -19,6 +19,7 @@ mod snapshot;
 
 pub use merging::MergingIterator;
 pub use range_tombstone::{RangeTombstone, RangeTombstoneSet};
+pub(crate) use snapshot::prefix_successor;
 pub use snapshot::{IterOptions, SnapshotIterator};
 
 use crate::error::Result;

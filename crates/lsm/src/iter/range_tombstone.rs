@@ -19,7 +19,7 @@ use crate::key::SeqNo;
 
 /// A deletion of every key `k` with `start <= k < end` written before
 /// `seqno`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RangeTombstone {
     /// The first deleted user key.
     pub start: Vec<u8>,

@@ -342,7 +342,9 @@ fn encode(buf: &mut Vec<u8>, user_key: &[u8], trailer: u64) {
 /// The smallest key greater than every key that starts with `prefix`, if
 /// any: the prefix with trailing 0xff bytes dropped and its last byte
 /// incremented.
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+/// The smallest key above every key that starts with `prefix`; `None` when
+/// no such key exists (an empty prefix, or one of 0xff bytes only).
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let keep = prefix.iter().rposition(|&b| b != 0xff)?;
     let mut end = prefix[..=keep].to_vec();
     end[keep] += 1;

@@ -57,6 +57,9 @@ const ENTRY_OVERHEAD_BYTES: usize = 80;
 #[derive(Debug)]
 pub struct Memtable {
     id: MemtableId,
+    /// The WAL file that was current when the memtable became active: its
+    /// writes are in that file or later ones.
+    log_number: u64,
     /// Puts, deletes and blob indexes by internal key.
     points: SkipMap<EntryKey, Box<[u8]>>,
     /// Range tombstones: `(start, seqno, RangeDelete)` to the exclusive end.
@@ -71,14 +74,27 @@ pub struct Memtable {
 impl Memtable {
     /// Returns an empty memtable.
     pub fn new(id: MemtableId) -> Memtable {
+        Memtable::with_log_number(id, 0)
+    }
+
+    /// Returns an empty memtable whose writes go to WAL file `log_number`
+    /// or later ones.
+    pub fn with_log_number(id: MemtableId, log_number: u64) -> Memtable {
         Memtable {
             id,
+            log_number,
             points: SkipMap::new(),
             range_tombstones: SkipMap::new(),
             bytes: AtomicUsize::new(0),
             smallest_seqno: AtomicU64::new(u64::MAX),
             largest_seqno: AtomicU64::new(0),
         }
+    }
+
+    /// Returns the number of the WAL file that was current when the
+    /// memtable became active.
+    pub fn log_number(&self) -> u64 {
+        self.log_number
     }
 
     /// Returns the memtable's id.

@@ -38,7 +38,10 @@ const _: () = assert!(FOOTER_LEN == 4 * 8 + 1 + 3 + 4 + 4 + 8);
 
 /// How a block's stored bytes are compressed. The discriminant is the
 /// trailer's first byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum Compression {
     /// Stored as is.

@@ -6,7 +6,8 @@ use super::format::{Compression, MAX_BLOCK_SIZE};
 use crate::error::{Error, Result};
 
 /// How an [`SstWriter`](super::SstWriter) lays out a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SstWriterOptions {
     /// Uncompressed bytes after which a data block is cut. Default 4 KiB; 1
     /// to 16 MiB (tiny sizes exist for tests that want many blocks).

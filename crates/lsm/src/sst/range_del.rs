@@ -20,18 +20,9 @@ use strata_codec::DecodeError;
 
 use super::block::{Block, KeyOrder};
 use super::block_builder::BlockBuilder;
-use crate::key::{self, InternalKey, SeqNo, ValueKind};
+use crate::key::{self, InternalKey, ValueKind};
 
-/// One range tombstone.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RangeTombstone {
-    /// The first user key deleted.
-    pub start: Vec<u8>,
-    /// The first user key past the range (exclusive).
-    pub end: Vec<u8>,
-    /// The sequence number of the deletion: it hides versions older than this.
-    pub seqno: SeqNo,
-}
+pub use crate::iter::RangeTombstone;
 
 /// The raw bytes of a range-deletion block; `tombstones` must be sorted by
 /// internal key of their start.

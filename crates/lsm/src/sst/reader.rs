@@ -279,13 +279,25 @@ impl SstReader {
     /// `snapshot`: its kind (`Put`, `Delete` or `BlobIndex`) and value.
     /// Consults the filters first.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        Ok(self
+            .get_entry(user_key, snapshot)?
+            .map(|(kind, _, value)| (kind, value)))
+    }
+
+    /// Like [`SstReader::get`], with the version's sequence number (which a
+    /// reader compares with range tombstones).
+    pub fn get_entry(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
         if !self.may_contain(user_key) || !self.may_contain_prefix(user_key) {
             return Ok(None);
         }
         let mut it = self.iter();
         it.seek(&lookup_key(user_key, snapshot))?;
         if it.valid() && it.user_key() == user_key {
-            return Ok(Some((it.kind(), it.value().to_vec())));
+            return Ok(Some((it.kind(), it.seqno(), it.value().to_vec())));
         }
         Ok(None)
     }

@@ -1,0 +1,302 @@
+//! Background work: a pool of threads running flushes (first) and
+//! compactions, the scheduling state they share, the listeners told of
+//! what finished, and the deletion of files no version reaches any more.
+//!
+//! `Background::state` is a leaf lock: nothing else is taken while it is
+//! held (picking a compaction loads a version, lock-free).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::cf::CfState;
+use super::DbInner;
+use crate::column_family::ColumnFamilyId;
+use crate::compaction::{self, Compaction};
+use crate::version::{FileDesc, FileNumber};
+
+/// Told of finished background work; called on the background thread that
+/// did it, so keep it short.
+pub trait EventListener: Send + Sync {
+    /// A flush installed its files.
+    fn on_flush_completed(&self, _info: &FlushInfo) {}
+    /// A compaction installed its outputs.
+    fn on_compaction_completed(&self, _info: &CompactionInfo) {}
+}
+
+/// What a flush did.
+#[derive(Debug, Clone)]
+pub struct FlushInfo {
+    /// The column family flushed.
+    pub column_family: String,
+    /// The files written into L0.
+    pub files: Vec<FileDesc>,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone)]
+pub struct CompactionInfo {
+    /// The column family compacted.
+    pub column_family: String,
+    /// The level the inputs came from, and the level of the outputs.
+    pub input_level: u8,
+    /// The level of the outputs.
+    pub output_level: u8,
+    /// The files removed.
+    pub inputs: Vec<FileNumber>,
+    /// The files added.
+    pub outputs: Vec<FileDesc>,
+    /// True for `compact_range`.
+    pub manual: bool,
+}
+
+#[derive(Debug, Default)]
+struct BgState {
+    flush_queue: VecDeque<ColumnFamilyId>,
+    flushing: HashSet<ColumnFamilyId>,
+    /// Families whose compaction score may be above 1.
+    compact_queue: VecDeque<ColumnFamilyId>,
+    /// Files in running compactions.
+    busy: HashSet<FileNumber>,
+    running: HashMap<ColumnFamilyId, usize>,
+    compactions_running: usize,
+    /// Families in a `compact_range`: automatic compactions leave them be.
+    manual: HashSet<ColumnFamilyId>,
+    stop: bool,
+}
+
+enum Job {
+    Flush(ColumnFamilyId),
+    Compact(Arc<CfState>, Compaction),
+}
+
+/// The scheduling state and the threads.
+#[derive(Debug)]
+pub(crate) struct Background {
+    state: Mutex<BgState>,
+    /// Work was queued.
+    work: Condvar,
+    /// Work finished, or the engine stopped: stalled writers and waiters
+    /// look again.
+    changed: Condvar,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    max_compactions: usize,
+}
+
+impl Background {
+    pub fn new(threads: usize) -> Background {
+        Background {
+            state: Mutex::new(BgState::default()),
+            work: Condvar::new(),
+            changed: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
+            // One thread is kept for flushes whenever there are two.
+            max_compactions: threads.saturating_sub(1).max(1),
+        }
+    }
+
+    pub fn schedule_flush(&self, cfs: impl IntoIterator<Item = ColumnFamilyId>) {
+        let mut s = self.state.lock();
+        for cf in cfs {
+            if !s.flush_queue.contains(&cf) {
+                s.flush_queue.push_back(cf);
+            }
+        }
+        drop(s);
+        self.work.notify_all();
+    }
+
+    pub fn schedule_compaction(&self, cf: ColumnFamilyId) {
+        let mut s = self.state.lock();
+        if !s.compact_queue.contains(&cf) {
+            s.compact_queue.push_back(cf);
+        }
+        drop(s);
+        self.work.notify_all();
+    }
+
+    pub fn notify_all(&self) {
+        self.work.notify_all();
+        self.changed.notify_all();
+    }
+
+    /// Waits until some background work finishes, or `timeout`.
+    pub fn wait_for_change(&self, timeout: Duration) {
+        let mut s = self.state.lock();
+        if !s.stop {
+            self.changed.wait_for(&mut s, timeout);
+        }
+    }
+
+    pub fn stop_and_join(&self) {
+        self.state.lock().stop = true;
+        self.notify_all();
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Marks `cf` under manual compaction once no automatic compaction of
+    /// it runs; returns false if the engine is stopping.
+    pub fn begin_manual(&self, cf: ColumnFamilyId) -> bool {
+        let mut s = self.state.lock();
+        while s.manual.contains(&cf) || s.running.get(&cf).copied().unwrap_or(0) > 0 {
+            if s.stop {
+                return false;
+            }
+            self.changed.wait_for(&mut s, Duration::from_millis(50));
+        }
+        s.manual.insert(cf);
+        true
+    }
+
+    pub fn end_manual(&self, cf: ColumnFamilyId) {
+        self.state.lock().manual.remove(&cf);
+        self.notify_all();
+    }
+
+    /// Marks the files of `c` busy; false if one already is.
+    pub fn claim(&self, c: &Compaction) -> bool {
+        let mut s = self.state.lock();
+        if files(c).any(|n| s.busy.contains(&n)) {
+            return false;
+        }
+        s.busy.extend(files(c));
+        true
+    }
+
+    pub fn release(&self, c: &Compaction) {
+        let mut s = self.state.lock();
+        for n in files(c) {
+            s.busy.remove(&n);
+        }
+        drop(s);
+        self.notify_all();
+    }
+
+    pub fn is_busy(&self, n: FileNumber) -> bool {
+        self.state.lock().busy.contains(&n)
+    }
+}
+
+fn files(c: &Compaction) -> impl Iterator<Item = FileNumber> + '_ {
+    c.inputs
+        .iter()
+        .chain(c.overlapping.iter())
+        .map(|f| f.number())
+}
+
+/// Starts the pool.
+pub(crate) fn start(db: &Arc<DbInner>) {
+    let mut threads = db.bg.threads.lock();
+    for i in 0..db.options.background_threads {
+        let db = db.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("strata-lsm-bg-{i}"))
+            .spawn(move || worker(&db))
+            .expect("spawning a background thread");
+        threads.push(t);
+    }
+}
+
+fn worker(db: &DbInner) {
+    loop {
+        let job = {
+            let mut s = db.bg.state.lock();
+            loop {
+                if s.stop {
+                    return;
+                }
+                if let Some(job) = next_job(db, &mut s) {
+                    break job;
+                }
+                db.bg.work.wait_for(&mut s, Duration::from_millis(500));
+            }
+        };
+        match job {
+            Job::Flush(cf) => {
+                db.run_flush(cf);
+                let mut s = db.bg.state.lock();
+                s.flushing.remove(&cf);
+                if !s.compact_queue.contains(&cf) {
+                    s.compact_queue.push_back(cf);
+                }
+            }
+            Job::Compact(cf, c) => {
+                db.run_compaction(&cf, &c, false);
+                db.bg.release(&c);
+                let mut s = db.bg.state.lock();
+                s.compactions_running -= 1;
+                if let Some(n) = s.running.get_mut(&cf.id) {
+                    *n -= 1;
+                }
+                if !s.compact_queue.contains(&cf.id) {
+                    s.compact_queue.push_back(cf.id);
+                }
+            }
+        }
+        db.delete_obsolete_files();
+        db.bg.notify_all();
+    }
+}
+
+/// The next job: a flush first, then a compaction of a queued family whose
+/// score calls for one. Nothing once writes are stopped by an error.
+fn next_job(db: &DbInner, s: &mut BgState) -> Option<Job> {
+    if db.stopped.load(std::sync::atomic::Ordering::Acquire) {
+        return None;
+    }
+    if let Some(at) = s.flush_queue.iter().position(|cf| !s.flushing.contains(cf)) {
+        let cf = s.flush_queue.remove(at).expect("position is in range");
+        s.flushing.insert(cf);
+        return Some(Job::Flush(cf));
+    }
+    if s.compactions_running >= db.bg.max_compactions {
+        return None;
+    }
+    while let Some(id) = s.compact_queue.pop_front() {
+        if s.manual.contains(&id) {
+            continue;
+        }
+        let Some(cf) = db.cf_by_id(id) else { continue };
+        if cf.is_dropped() {
+            continue;
+        }
+        let version = cf.installer.load().version.clone();
+        let busy = &s.busy;
+        let picked = compaction::pick(&version, &cf.options.compaction, &|n| busy.contains(&n));
+        if let Some(c) = picked {
+            s.busy.extend(files(&c));
+            s.compactions_running += 1;
+            *s.running.entry(id).or_insert(0) += 1;
+            // More may be possible in parallel: look at it again later.
+            s.compact_queue.push_back(id);
+            return Some(Job::Compact(cf, c));
+        }
+    }
+    None
+}
+
+impl DbInner {
+    /// Queues every family for a compaction check (at open).
+    pub(super) fn schedule_all_compactions(&self) {
+        for id in self.cfs.load().by_id.keys() {
+            self.bg.schedule_compaction(*id);
+        }
+    }
+
+    /// Deletes the SST files whose last holder is gone.
+    pub(super) fn delete_obsolete_files(&self) {
+        while let Ok(n) = self.obsolete.try_recv() {
+            if let Some(cache) = &self.cache {
+                cache.evict_file(n);
+            }
+            // A file that stays is a leftover the next open removes.
+            let _ = self.fs.remove(&self.dir.join(compaction::sst_file_name(n)));
+        }
+    }
+}

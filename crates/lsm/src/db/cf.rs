@@ -1,0 +1,130 @@
+//! Column families as the engine holds them: each has its own memtables and
+//! LSM tree (one [`Installer`] publishing its read state), and all share the
+//! WAL, the sequence numbers and the manifest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::options::ColumnFamilyOptions;
+use crate::column_family::ColumnFamilyId;
+use crate::error::{Error, Result};
+use crate::read_state::Installer;
+
+/// Longest column-family name, in bytes.
+pub const COLUMN_FAMILY_NAME_MAX: usize = 255;
+
+/// Name of the column family every database has and none can drop.
+pub const DEFAULT_COLUMN_FAMILY_NAME: &str = "default";
+
+/// Checks a column-family name: 1 to 255 bytes.
+pub fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > COLUMN_FAMILY_NAME_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "column family name of {} bytes: must be 1 to {COLUMN_FAMILY_NAME_MAX}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// One column family's state.
+pub(crate) struct CfState {
+    pub id: ColumnFamilyId,
+    pub name: String,
+    pub options: ColumnFamilyOptions,
+    pub installer: Installer,
+    /// Set when the family is dropped: writes to it fail, its background
+    /// work stops, and its files go once the last handle and reader let go.
+    pub dropped: AtomicBool,
+}
+
+impl fmt::Debug for CfState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CfState")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("dropped", &self.dropped.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl CfState {
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+}
+
+/// The live column families, published as a whole behind an `ArcSwap`:
+/// writers look ids up without a lock; create and drop publish a new set.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CfSet {
+    pub by_id: HashMap<ColumnFamilyId, Arc<CfState>>,
+    pub by_name: BTreeMap<String, ColumnFamilyId>,
+}
+
+impl CfSet {
+    pub fn get(&self, id: ColumnFamilyId) -> Option<&Arc<CfState>> {
+        self.by_id.get(&id)
+    }
+
+    pub fn with(&self, cf: Arc<CfState>) -> CfSet {
+        let mut next = self.clone();
+        next.by_name.insert(cf.name.clone(), cf.id);
+        next.by_id.insert(cf.id, cf);
+        next
+    }
+
+    pub fn without(&self, id: ColumnFamilyId) -> CfSet {
+        let mut next = self.clone();
+        if let Some(cf) = next.by_id.remove(&id) {
+            next.by_name.remove(&cf.name);
+        }
+        next
+    }
+}
+
+/// A handle on a column family, for reads and for filling batches. Cheap
+/// to clone. A handle of a dropped family gets `InvalidArgument` from every
+/// call.
+#[derive(Clone)]
+pub struct ColumnFamily {
+    pub(crate) state: Arc<CfState>,
+}
+
+impl fmt::Debug for ColumnFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ColumnFamily")
+            .field("id", &self.state.id)
+            .field("name", &self.state.name)
+            .finish()
+    }
+}
+
+impl ColumnFamily {
+    /// The family's id, which `WriteBatch` methods take.
+    pub fn id(&self) -> ColumnFamilyId {
+        self.state.id
+    }
+
+    /// The family's name.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// The family's options.
+    pub fn options(&self) -> &ColumnFamilyOptions {
+        &self.state.options
+    }
+
+    pub(crate) fn live(&self) -> Result<&Arc<CfState>> {
+        if self.state.is_dropped() {
+            return Err(Error::InvalidArgument(format!(
+                "column family {:?} was dropped",
+                self.state.name
+            )));
+        }
+        Ok(&self.state)
+    }
+}

@@ -1,0 +1,220 @@
+//! The background jobs: a flush writes a family's immutable memtables into
+//! L0; a compaction merges files into the next level. Both install their
+//! edit through the family's installer, whose persist hook appends it to
+//! the manifest; then obsolete WAL files are deleted.
+
+use std::sync::Arc;
+
+use super::background::{CompactionInfo, FlushInfo};
+use super::cf::CfState;
+use super::DbInner;
+use crate::column_family::ColumnFamilyId;
+use crate::compaction::{self, Compaction, OutputContext};
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::read_state::{Install, InstallError};
+use crate::version::{FileDesc, VersionEdit};
+use crate::wal::parse_wal_file_name;
+
+/// A flush writes one L0 file, however large (L0 files are not cut).
+const FLUSH_FILE_BYTES: u64 = u64::MAX;
+
+impl DbInner {
+    fn output_context<'a>(
+        &'a self,
+        cf: &'a CfState,
+        new_file_number: &'a dyn Fn() -> u64,
+        snapshots: &'a [u64],
+        output_level: u8,
+        bottommost: bool,
+        target_file_bytes: u64,
+    ) -> OutputContext<'a> {
+        OutputContext {
+            fs: &*self.fs,
+            dir: &self.dir,
+            writer_options: cf.options.table.clone(),
+            target_file_bytes,
+            new_file_number,
+            snapshots,
+            bottommost,
+            filter: self
+                .hooks
+                .compaction_filters
+                .get(&cf.name)
+                .map(|f| &**f as &dyn compaction::CompactionFilter),
+            output_level,
+            rate_limiter: Some(&self.rate_limiter),
+        }
+    }
+
+    /// Flushes every immutable memtable of family `id` into L0.
+    pub(super) fn run_flush(&self, id: ColumnFamilyId) {
+        let Some(cf) = self.cf_by_id(id) else { return };
+        if cf.is_dropped() {
+            return;
+        }
+        if let Err(e) = self.flush_immutables(&cf) {
+            if !cf.is_dropped() {
+                self.stop_writes(&e);
+            }
+        }
+    }
+
+    fn flush_immutables(&self, cf: &Arc<CfState>) -> Result<()> {
+        let rs = cf.installer.load_full();
+        let mems: Vec<Arc<Memtable>> = rs.immutables.iter().cloned().collect();
+        let Some(newest) = mems.first().map(|m| m.id()) else {
+            return Ok(());
+        };
+        // The remaining memtables log into this file or later ones.
+        let log_number = rs.active.log_number();
+        drop(rs);
+        let snapshots = self.snapshots.seqnos();
+        let next = || self.new_file_number();
+        let ctx = self.output_context(cf, &next, &snapshots, 0, false, FLUSH_FILE_BYTES);
+        let files = compaction::flush_memtables(&mems, &ctx)?;
+        let mut edit = VersionEdit {
+            column_family: cf.id,
+            log_number: Some(log_number),
+            ..VersionEdit::default()
+        };
+        for f in &files {
+            edit.add_file(0, f.clone());
+        }
+        self.stamp(&mut edit);
+        let installed = cf.installer.install(
+            Install {
+                edits: std::slice::from_ref(&edit),
+                flushed: Some(newest),
+                visible: None,
+            },
+            &mut |edits: &[VersionEdit], v: &crate::version::Version| {
+                self.persist_edits(cf, edits, v)
+            },
+        );
+        if let Err(e) = installed {
+            self.remove_outputs(&files, &[]);
+            return Err(install_error(e));
+        }
+        self.counters.add_flush(files.iter().map(|f| f.size).sum());
+        let info = FlushInfo {
+            column_family: cf.name.clone(),
+            files,
+        };
+        for l in &self.hooks.listeners {
+            l.on_flush_completed(&info);
+        }
+        self.delete_obsolete_wals();
+        Ok(())
+    }
+
+    /// Runs `c` and installs it. A background error stops writes; an edit
+    /// that no longer applies (a race with another compaction's outputs)
+    /// is dropped with its outputs and retried later.
+    pub(super) fn run_compaction(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool) {
+        if cf.is_dropped() {
+            return;
+        }
+        if let Err(e) = self.compact(cf, c, manual) {
+            if !cf.is_dropped() && !matches!(e, Error::InvalidArgument(_)) {
+                self.stop_writes(&e);
+            }
+        }
+    }
+
+    fn compact(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool) -> Result<()> {
+        let snapshots = self.snapshots.seqnos();
+        let next = || self.new_file_number();
+        let ctx = self.output_context(
+            cf,
+            &next,
+            &snapshots,
+            c.output_level,
+            c.bottommost,
+            cf.options.compaction.target_file_bytes,
+        );
+        let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
+        self.stamp(&mut edit);
+        let installed = cf.installer.install(
+            Install {
+                edits: std::slice::from_ref(&edit),
+                flushed: None,
+                visible: None,
+            },
+            &mut |edits: &[VersionEdit], v: &crate::version::Version| {
+                self.persist_edits(cf, edits, v)
+            },
+        );
+        let outputs: Vec<FileDesc> = edit.added.iter().map(|(_, f)| f.clone()).collect();
+        let kept: Vec<u64> = edit.deleted.iter().map(|(_, n)| *n).collect();
+        match installed {
+            Ok(_) => {}
+            Err(InstallError::Edit(e)) => {
+                self.remove_outputs(&outputs, &kept);
+                return Err(Error::InvalidArgument(format!(
+                    "compaction edit no longer applies: {e}"
+                )));
+            }
+            Err(e) => {
+                self.remove_outputs(&outputs, &kept);
+                return Err(install_error(e));
+            }
+        }
+        self.counters
+            .add_compaction(stats.bytes_read, stats.bytes_written);
+        let info = CompactionInfo {
+            column_family: cf.name.clone(),
+            input_level: c.input_level,
+            output_level: c.output_level,
+            inputs: kept,
+            outputs,
+            manual,
+        };
+        for l in &self.hooks.listeners {
+            l.on_compaction_completed(&info);
+        }
+        Ok(())
+    }
+
+    /// Removes files written for an install that did not happen; `keep`
+    /// are numbers that were inputs too (a trivial move's file).
+    fn remove_outputs(&self, files: &[FileDesc], keep: &[u64]) {
+        for f in files.iter().filter(|f| !keep.contains(&f.number)) {
+            let _ = self
+                .fs
+                .remove(&self.dir.join(compaction::sst_file_name(f.number)));
+        }
+    }
+
+    /// Deletes the WAL files no memtable needs: those older than the oldest
+    /// unflushed memtable of every family.
+    pub(super) fn delete_obsolete_wals(&self) {
+        let current = self.wal.lock().number();
+        let mut keep_from = current;
+        for cf in self.cfs.load().by_id.values() {
+            let rs = cf.installer.load();
+            for m in std::iter::once(&rs.active).chain(rs.immutables.iter()) {
+                if !m.is_empty() {
+                    keep_from = keep_from.min(m.log_number());
+                }
+            }
+        }
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
+        for name in names {
+            if let Some(n) = parse_wal_file_name(&name) {
+                if n < keep_from {
+                    let _ = self.fs.remove(&self.dir.join(&name));
+                }
+            }
+        }
+    }
+}
+
+fn install_error(e: InstallError) -> Error {
+    match e {
+        InstallError::Persist(e) => e,
+        InstallError::Edit(e) => Error::InvalidArgument(format!("version edit refused: {e}")),
+    }
+}

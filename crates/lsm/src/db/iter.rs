@@ -1,0 +1,236 @@
+//! Iterators over one column family at one sequence number: the memtables
+//! and every SST file that may hold keys within the bounds, merged, and
+//! seen through the range tombstones. An iterator holds its read state, so
+//! the memtables and files it reads stay alive (and undeleted) until it is
+//! dropped.
+
+use std::sync::Arc;
+
+use super::cf::ColumnFamily;
+use super::options::ReadOptions;
+use super::Db;
+use crate::error::{Error, Result};
+use crate::iter::{
+    InternalIterator, IterOptions, MergingIterator, RangeTombstone, RangeTombstoneSet,
+    SnapshotIterator,
+};
+use crate::key::{SeqNo, ValueKind};
+use crate::memtable::{Memtable, MemtableIter};
+use crate::read_state::ReadState;
+
+type Source = Box<dyn InternalIterator + Send>;
+
+/// A memtable iterator that keeps its memtable alive.
+struct OwnedMemtableIter {
+    // Declared first: dropped before the memtable it borrows.
+    iter: MemtableIter<'static>,
+    _memtable: Arc<Memtable>,
+}
+
+impl OwnedMemtableIter {
+    fn new(memtable: Arc<Memtable>, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Self {
+        let iter = memtable.iter_with_bounds(lower, upper);
+        // SAFETY: the iterator borrows the memtable, which lives in the
+        // `Arc` stored beside it: its address never changes, and the field
+        // order drops the iterator first. The bounds are copied by
+        // `iter_with_bounds`, so only the memtable is borrowed.
+        let iter: MemtableIter<'static> = unsafe { std::mem::transmute(iter) };
+        OwnedMemtableIter {
+            iter,
+            _memtable: memtable,
+        }
+    }
+}
+
+impl InternalIterator for OwnedMemtableIter {
+    fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.iter.seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.iter.seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.iter.seek(target)
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.iter.seek_for_prev(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.iter.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.iter.prev()
+    }
+    fn key(&self) -> &[u8] {
+        self.iter.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.iter.value()
+    }
+}
+
+/// A cursor over the live keys of one column family, in order, both ways.
+/// Not positioned until a seek. Every move returns `Result`: a corrupt block
+/// is `Error::Corruption` naming the file, and the iterator is then not
+/// valid.
+pub struct DbIterator {
+    // Declared first: dropped before the state that owns what it reads.
+    inner: SnapshotIterator<MergingIterator<Source>>,
+    _state: Arc<ReadState>,
+    _snapshot: Option<super::Snapshot>,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("valid", &self.inner.valid())
+            .field("seqno", &self.inner_seqno())
+            .finish()
+    }
+}
+
+impl DbIterator {
+    fn inner_seqno(&self) -> Option<SeqNo> {
+        self.inner.valid().then(|| self.inner.seqno())
+    }
+
+    /// True when positioned at a key.
+    pub fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+
+    /// The current key; empty when not valid.
+    pub fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+
+    /// The current value; empty when not valid.
+    pub fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+
+    /// Whether the value is inline (`Put`) or a blob reference (`BlobIndex`).
+    pub fn kind(&self) -> ValueKind {
+        self.inner.kind()
+    }
+
+    /// Positions at the first key (within the bounds).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()
+    }
+
+    /// Positions at the last key (within the bounds).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.inner.seek_to_last()
+    }
+
+    /// Positions at the first key at or after `key`.
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.inner.seek(key)
+    }
+
+    /// Positions at the last key at or before `key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        self.inner.seek_for_prev(key)
+    }
+
+    /// Moves to the next key; does nothing when not valid.
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "a cursor that moves both ways and can fail"
+    )]
+    pub fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+
+    /// Moves to the previous key; does nothing when not valid.
+    pub fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+}
+
+impl Db {
+    /// An iterator over `cf` at the snapshot of `options` (or the latest
+    /// writes), within its bounds and prefix.
+    pub fn iter(&self, options: &ReadOptions, cf: &ColumnFamily) -> Result<DbIterator> {
+        let inner = self.inner();
+        inner.check_open()?;
+        let state = cf.live()?;
+        for bound in [&options.lower_bound, &options.upper_bound, &options.prefix]
+            .into_iter()
+            .flatten()
+        {
+            super::read::check_key(bound)?;
+        }
+        if let (Some(l), Some(u)) = (&options.lower_bound, &options.upper_bound) {
+            if l > u {
+                return Err(Error::InvalidArgument(
+                    "iterator lower bound is above its upper bound".into(),
+                ));
+            }
+        }
+        let seqno = inner.read_seqno(options);
+        let rs = state.installer.load_full();
+        let (lower, upper) = effective_bounds(options);
+        let mut sources: Vec<Source> = Vec::new();
+        let mut tombstones: Vec<RangeTombstone> = Vec::new();
+        for mem in std::iter::once(&rs.active).chain(rs.immutables.iter()) {
+            tombstones.extend(mem.range_tombstones(seqno));
+            sources.push(Box::new(OwnedMemtableIter::new(
+                mem.clone(),
+                lower.as_deref(),
+                upper.as_deref(),
+            )));
+        }
+        // `files_in_range` takes an inclusive end; the exclusive upper bound
+        // over-selects by at most the file starting at it, which is harmless.
+        for level in 0..rs.version.num_levels() {
+            for file in rs
+                .version
+                .files_in_range(level, lower.as_deref(), upper.as_deref())
+            {
+                let table = inner.open_table(file)?;
+                if let Some(prefix) = &options.prefix {
+                    if !table.may_contain_prefix(prefix) {
+                        // Its tombstones may still cover keys elsewhere.
+                        tombstones.extend(table.range_tombstones().iter().cloned());
+                        continue;
+                    }
+                }
+                tombstones.extend(table.range_tombstones().iter().cloned());
+                sources.push(Box::new(table.iter_bounded(lower.clone(), upper.clone())));
+            }
+        }
+        let set = RangeTombstoneSet::new(tombstones.iter(), seqno);
+        let iter_options = IterOptions {
+            lower_bound: options.lower_bound.clone(),
+            upper_bound: options.upper_bound.clone(),
+            prefix: options.prefix.clone(),
+        };
+        Ok(DbIterator {
+            inner: SnapshotIterator::new(MergingIterator::new(sources), seqno, set, iter_options),
+            _state: rs,
+            _snapshot: options.snapshot.clone(),
+        })
+    }
+}
+
+/// The bounds with the prefix folded in, for choosing sources.
+fn effective_bounds(options: &ReadOptions) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let mut lower = options.lower_bound.clone();
+    let mut upper = options.upper_bound.clone();
+    if let Some(p) = &options.prefix {
+        if lower.as_ref().is_none_or(|l| l < p) {
+            lower = Some(p.clone());
+        }
+        if let Some(end) = crate::iter::prefix_successor(p) {
+            if upper.as_ref().is_none_or(|u| *u > end) {
+                upper = Some(end);
+            }
+        }
+    }
+    (lower, upper)
+}

@@ -1,0 +1,177 @@
+//! The engine's configuration: one serde struct loadable from TOML, each
+//! field with its default, minimum and maximum, checked by `validate` before
+//! anything is opened; and the per-call options of writes and reads.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::compaction::CompactionOptions;
+use crate::error::{Error, Result};
+use crate::sst::SstWriterOptions;
+use crate::wal::RecoveryMode;
+
+/// Options of the whole engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Options {
+    /// Create the directory and an empty database when there is none.
+    /// Default true.
+    pub create_if_missing: bool,
+    /// Refuse to open a directory that already holds a database. Default false.
+    pub error_if_exists: bool,
+    /// What the WAL replay at open tolerates. Default `tolerate_tail_corruption`.
+    pub recovery_mode: RecoveryMode,
+    /// Bytes of the block cache shared by every SST. Default 256 MiB; 0 turns
+    /// it off; at most 1 TiB.
+    pub block_cache_bytes: u64,
+    /// Threads that run flushes and compactions. Default 2; 1 to 64.
+    pub background_threads: usize,
+    /// The manifest is rewritten as a snapshot of the current state once it
+    /// grows past this. Default 64 MiB; 4 KiB to 4 GiB.
+    pub max_manifest_bytes: u64,
+    /// Options of the default column family, and of any column family not
+    /// named in `column_families`.
+    pub default_column_family: ColumnFamilyOptions,
+    /// Options by column-family name.
+    pub column_families: BTreeMap<String, ColumnFamilyOptions>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            recovery_mode: RecoveryMode::default(),
+            block_cache_bytes: 256 << 20,
+            background_threads: 2,
+            max_manifest_bytes: 64 << 20,
+            default_column_family: ColumnFamilyOptions::default(),
+            column_families: BTreeMap::new(),
+        }
+    }
+}
+
+/// Options of one column family.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ColumnFamilyOptions {
+    /// Bytes after which the active memtable is switched for a new one and
+    /// flushed. Default 64 MiB; 4 KiB to 4 GiB.
+    pub write_buffer_bytes: u64,
+    /// Memtables (the active one and those waiting for a flush) after which
+    /// writers wait for a flush. Default 4; 2 to 64.
+    pub max_write_buffers: usize,
+    /// How SST files are laid out.
+    pub table: SstWriterOptions,
+    /// Leveled compaction.
+    pub compaction: CompactionOptions,
+}
+
+impl Default for ColumnFamilyOptions {
+    fn default() -> Self {
+        ColumnFamilyOptions {
+            write_buffer_bytes: 64 << 20,
+            max_write_buffers: 4,
+            table: SstWriterOptions::default(),
+            compaction: CompactionOptions::default(),
+        }
+    }
+}
+
+fn check(what: &str, v: u64, min: u64, max: u64) -> Result<()> {
+    if v < min || v > max {
+        return Err(Error::InvalidArgument(format!(
+            "{what} is {v}: must be {min} to {max}"
+        )));
+    }
+    Ok(())
+}
+
+impl Options {
+    /// Parses TOML and validates the result.
+    pub fn from_toml(text: &str) -> Result<Options> {
+        let options: Options =
+            toml::from_str(text).map_err(|e| Error::InvalidArgument(format!("options: {e}")))?;
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// Checks every field against its bounds.
+    pub fn validate(&self) -> Result<()> {
+        check("block_cache_bytes", self.block_cache_bytes, 0, 1 << 40)?;
+        check("background_threads", self.background_threads as u64, 1, 64)?;
+        check(
+            "max_manifest_bytes",
+            self.max_manifest_bytes,
+            4 << 10,
+            4 << 30,
+        )?;
+        self.default_column_family
+            .validate("default_column_family")?;
+        for (name, cf) in &self.column_families {
+            crate::db::cf::check_name(name)?;
+            cf.validate(name)?;
+        }
+        Ok(())
+    }
+
+    /// The options of the column family `name`.
+    pub fn column_family(&self, name: &str) -> &ColumnFamilyOptions {
+        self.column_families
+            .get(name)
+            .unwrap_or(&self.default_column_family)
+    }
+}
+
+impl ColumnFamilyOptions {
+    /// Checks every field against its bounds; `name` goes into the message.
+    pub fn validate(&self, name: &str) -> Result<()> {
+        check(
+            &format!("{name}.write_buffer_bytes"),
+            self.write_buffer_bytes,
+            4 << 10,
+            4 << 30,
+        )?;
+        check(
+            &format!("{name}.max_write_buffers"),
+            self.max_write_buffers as u64,
+            2,
+            64,
+        )?;
+        self.table
+            .validate()
+            .map_err(|e| Error::InvalidArgument(format!("{name}.table: {e}")))?;
+        self.compaction
+            .validate()
+            .map_err(|e| Error::InvalidArgument(format!("{name}.compaction: {e}")))
+    }
+}
+
+/// Options of one write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Sync the WAL before the write returns: the write survives a power
+    /// cut. Default false (it survives a crash of the process only).
+    pub sync: bool,
+    /// Do not log the write: it lives in the memtable only until a flush,
+    /// and is lost by a crash before that. For callers whose own log (the
+    /// Raft log) can replay it.
+    pub disable_wal: bool,
+    /// Fail with `Error::Busy` instead of waiting when the engine must slow
+    /// writers down (compaction debt, too many memtables).
+    pub no_slowdown: bool,
+}
+
+/// Options of one read.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read at this snapshot's sequence number instead of the latest.
+    pub snapshot: Option<crate::db::Snapshot>,
+    /// Iterators: the smallest user key yielded (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: the first user key not yielded (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+    /// Iterators: yield only keys with this prefix.
+    pub prefix: Option<Vec<u8>>,
+}

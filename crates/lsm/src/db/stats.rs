@@ -1,0 +1,184 @@
+//! Counters the engine keeps, and the statistics and properties it
+//! reports from them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::cf::ColumnFamily;
+use super::Db;
+use crate::error::Result;
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    writes: AtomicU64,
+    write_groups: AtomicU64,
+    keys_written: AtomicU64,
+    wal_bytes: AtomicU64,
+    wal_syncs: AtomicU64,
+    memtable_hits: AtomicU64,
+    flushes: AtomicU64,
+    flush_bytes: AtomicU64,
+    compactions: AtomicU64,
+    compaction_bytes_read: AtomicU64,
+    compaction_bytes_written: AtomicU64,
+    stalls: AtomicU64,
+    stall_micros: AtomicU64,
+    slowdowns: AtomicU64,
+    slowdown_micros: AtomicU64,
+    manifest_rewrites: AtomicU64,
+}
+
+fn add(c: &AtomicU64, v: u64) {
+    c.fetch_add(v, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub fn add_writes(&self, writes: u64, keys: u64) {
+        add(&self.writes, writes);
+        add(&self.write_groups, 1);
+        add(&self.keys_written, keys);
+    }
+    pub fn add_wal_bytes(&self, n: u64) {
+        add(&self.wal_bytes, n);
+    }
+    pub fn add_wal_sync(&self) {
+        add(&self.wal_syncs, 1);
+    }
+    pub fn add_memtable_hit(&self) {
+        add(&self.memtable_hits, 1);
+    }
+    pub fn add_flush(&self, bytes: u64) {
+        add(&self.flushes, 1);
+        add(&self.flush_bytes, bytes);
+    }
+    pub fn add_compaction(&self, read: u64, written: u64) {
+        add(&self.compactions, 1);
+        add(&self.compaction_bytes_read, read);
+        add(&self.compaction_bytes_written, written);
+    }
+    pub fn add_stall(&self, d: Duration) {
+        add(&self.stalls, 1);
+        add(&self.stall_micros, d.as_micros() as u64);
+    }
+    pub fn add_slowdown(&self, d: Duration) {
+        add(&self.slowdowns, 1);
+        add(&self.slowdown_micros, d.as_micros() as u64);
+    }
+    pub fn add_manifest_rewrite(&self) {
+        add(&self.manifest_rewrites, 1);
+    }
+}
+
+/// A copy of the engine's counters since open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Statistics {
+    /// Writes (batches) applied.
+    pub writes: u64,
+    /// Group commits (one WAL append each).
+    pub write_groups: u64,
+    /// Keys written (items of the batches).
+    pub keys_written: u64,
+    /// Bytes of batches appended to the WAL.
+    pub wal_bytes: u64,
+    /// WAL syncs.
+    pub wal_syncs: u64,
+    /// Point reads answered by a memtable.
+    pub memtable_hits: u64,
+    /// Flushes finished, and the bytes of SST they wrote.
+    pub flushes: u64,
+    /// Bytes of SST files written by flushes.
+    pub flush_bytes: u64,
+    /// Compactions finished.
+    pub compactions: u64,
+    /// Bytes of SST files compactions read.
+    pub compaction_bytes_read: u64,
+    /// Bytes of SST files compactions wrote.
+    pub compaction_bytes_written: u64,
+    /// Writes that stopped until a flush or compaction caught up, and the
+    /// total time they waited.
+    pub stalls: u64,
+    /// Microseconds writers waited at a stop.
+    pub stall_micros: u64,
+    /// Writes slowed down by compaction debt, and the total delay.
+    pub slowdowns: u64,
+    /// Microseconds of delay added to slowed-down writes.
+    pub slowdown_micros: u64,
+    /// Times the manifest was rewritten as a snapshot.
+    pub manifest_rewrites: u64,
+    /// Snapshots held now.
+    pub snapshots: u64,
+    /// Bytes in the block cache now.
+    pub block_cache_bytes: u64,
+}
+
+impl Db {
+    /// The engine's counters since open.
+    pub fn statistics(&self) -> Statistics {
+        let i = self.inner();
+        let c = &i.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Statistics {
+            writes: g(&c.writes),
+            write_groups: g(&c.write_groups),
+            keys_written: g(&c.keys_written),
+            wal_bytes: g(&c.wal_bytes),
+            wal_syncs: g(&c.wal_syncs),
+            memtable_hits: g(&c.memtable_hits),
+            flushes: g(&c.flushes),
+            flush_bytes: g(&c.flush_bytes),
+            compactions: g(&c.compactions),
+            compaction_bytes_read: g(&c.compaction_bytes_read),
+            compaction_bytes_written: g(&c.compaction_bytes_written),
+            stalls: g(&c.stalls),
+            stall_micros: g(&c.stall_micros),
+            slowdowns: g(&c.slowdowns),
+            slowdown_micros: g(&c.slowdown_micros),
+            manifest_rewrites: g(&c.manifest_rewrites),
+            snapshots: i.snapshots.len() as u64,
+            block_cache_bytes: i.cache.as_ref().map_or(0, |c| c.used_bytes()),
+        }
+    }
+
+    /// A property of `cf` by name, or `None` for a name it does not know:
+    /// - `strata.num-files-at-level<N>`, `strata.bytes-at-level<N>`;
+    /// - `strata.num-immutable-memtables`, `strata.memtable-bytes`;
+    /// - `strata.total-sst-bytes`, `strata.num-files`;
+    /// - `strata.levels`: a table of files and bytes per level.
+    pub fn property(&self, cf: &ColumnFamily, name: &str) -> Result<Option<String>> {
+        let state = cf.live()?;
+        let rs = state.installer.load();
+        let v = &rs.version;
+        let level_arg = |prefix: &str| {
+            name.strip_prefix(prefix)
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n < v.num_levels())
+        };
+        if let Some(l) = level_arg("strata.num-files-at-level") {
+            return Ok(Some(v.level_len(l).to_string()));
+        }
+        if let Some(l) = level_arg("strata.bytes-at-level") {
+            return Ok(Some(v.level_bytes(l).to_string()));
+        }
+        Ok(match name {
+            "strata.num-immutable-memtables" => Some(rs.immutables.len().to_string()),
+            "strata.memtable-bytes" => Some(
+                (rs.active.approximate_bytes() + rs.immutables.approximate_bytes()).to_string(),
+            ),
+            "strata.total-sst-bytes" => Some(
+                (0..v.num_levels())
+                    .map(|l| v.level_bytes(l))
+                    .sum::<u64>()
+                    .to_string(),
+            ),
+            "strata.num-files" => Some(v.total_files().to_string()),
+            "strata.levels" => {
+                let mut s = String::from("level files bytes\n");
+                for l in 0..v.num_levels() {
+                    s.push_str(&format!("{l} {} {}\n", v.level_len(l), v.level_bytes(l)));
+                }
+                Some(s)
+            }
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,368 @@
+//! The write path: validation, pacing, then the group commit. The leader
+//! of a group switches full memtables, takes the group's sequence numbers,
+//! appends the batches to the WAL (one write, one sync if any writer asked
+//! for it), inserts them into the memtables and publishes the last seqno.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+use strata_log::group_commit::Writer;
+
+use super::cf::{CfState, ColumnFamily};
+use super::options::WriteOptions;
+use super::{Db, DbInner};
+use crate::batch::WriteBatch;
+use crate::column_family::ColumnFamilyId;
+use crate::compaction::pending_compaction_bytes;
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::wal::WalWriter;
+
+/// Bytes of batches one leader takes into its group.
+const GROUP_BYTES_MAX: u64 = 4 << 20;
+
+/// The longest a writer is slowed down per write when compaction lags.
+const SLOWDOWN_MAX: Duration = Duration::from_millis(2);
+
+/// How long a stopped writer sleeps between checks.
+const STALL_POLL: Duration = Duration::from_millis(50);
+
+pub(crate) struct WriteRequest {
+    /// Stamped with its seqnos by the leader.
+    batch: Mutex<WriteBatch>,
+    bytes: u64,
+    count: u32,
+    sync: bool,
+    disable_wal: bool,
+    /// Column families whose memtables to switch (a flush request), done
+    /// by the leader since only the leader inserts.
+    switch: Vec<ColumnFamilyId>,
+}
+
+type GroupWriter = Arc<Writer<WriteRequest, Result<()>>>;
+
+impl Db {
+    /// Applies `batch` atomically: after a crash all of it or none is there,
+    /// and a reader sees all of it or none. Typed errors: a bad argument in
+    /// the batch or an unknown column family is `InvalidArgument` with
+    /// nothing written; after a failed WAL write or sync the engine is
+    /// read-only ([`Error::ReadOnly`]) until reopened.
+    pub fn write(&self, options: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+        self.inner().write(options, batch)
+    }
+
+    /// Writes `value` under `key` in `cf`.
+    pub fn put(
+        &self,
+        options: &WriteOptions,
+        cf: &ColumnFamily,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 16);
+        b.put(cf.live()?.id, key, value);
+        self.write(options, &b)
+    }
+
+    /// Deletes `key` in `cf`.
+    pub fn delete(&self, options: &WriteOptions, cf: &ColumnFamily, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::with_capacity(key.len() + 16);
+        b.delete(cf.live()?.id, key);
+        self.write(options, &b)
+    }
+
+    /// Deletes every key in `[start, end)` of `cf`.
+    pub fn delete_range(
+        &self,
+        options: &WriteOptions,
+        cf: &ColumnFamily,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<()> {
+        let mut b = WriteBatch::with_capacity(start.len() + end.len() + 16);
+        b.delete_range(cf.live()?.id, start, end);
+        self.write(options, &b)
+    }
+}
+
+fn fail_all(n: usize, why: &Error) -> Vec<Result<()>> {
+    (0..n)
+        .map(|_| Err(Error::ReadOnly(why.to_string())))
+        .collect()
+}
+
+impl DbInner {
+    pub(super) fn write(&self, options: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+        self.check_writable()?;
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let cfs = self.cfs.load();
+        let mut touched: Vec<Arc<CfState>> = Vec::new();
+        for item in batch.iter() {
+            let item = item.map_err(|e| Error::InvalidArgument(format!("write batch: {e}")))?;
+            if touched.iter().any(|cf| cf.id == item.cf) {
+                continue;
+            }
+            match cfs.get(item.cf) {
+                Some(cf) => touched.push(cf.clone()),
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "column family {} does not exist or was dropped",
+                        item.cf
+                    )))
+                }
+            }
+        }
+        drop(cfs);
+        self.pace(options, &touched)?;
+        let request = WriteRequest {
+            batch: Mutex::new(batch.clone()),
+            bytes: batch.payload().len() as u64,
+            count: batch.count(),
+            sync: options.sync,
+            disable_wal: options.disable_wal,
+            switch: Vec::new(),
+        };
+        self.submit(request)
+    }
+
+    /// Switches the active memtables of `cfs` (those that hold anything) for
+    /// new ones, through the write queue, and schedules their flush.
+    pub(super) fn switch_memtables_for_flush(&self, cfs: Vec<ColumnFamilyId>) -> Result<()> {
+        self.check_writable()?;
+        self.submit(WriteRequest {
+            batch: Mutex::new(WriteBatch::new()),
+            bytes: 0,
+            count: 0,
+            sync: false,
+            disable_wal: true,
+            switch: cfs,
+        })
+    }
+
+    fn submit(&self, request: WriteRequest) -> Result<()> {
+        let served = self.queue.submit(
+            request,
+            |r| r.bytes,
+            GROUP_BYTES_MAX,
+            || {},
+            |group| self.serve(group),
+            |why| {
+                let e = Error::ReadOnly(format!("a write group failed: {why}"));
+                self.stop_writes(&e);
+                Err(e)
+            },
+        );
+        served.outcome
+    }
+
+    /// Waits or sleeps while the touched families are too far behind:
+    /// smoothly (a delay growing with L0 files and compaction debt between
+    /// their slowdown and stop marks), and stops at the marks or when the
+    /// memtables are all full. Counted in the statistics.
+    fn pace(&self, options: &WriteOptions, touched: &[Arc<CfState>]) -> Result<()> {
+        let start = Instant::now();
+        let mut stalled = false;
+        loop {
+            self.check_writable()?;
+            let mut stop: Option<String> = None;
+            let mut delay = 0.0f64;
+            for cf in touched {
+                let state = cf.installer.load();
+                let o = &cf.options;
+                let c = &o.compaction;
+                let l0 = state.version.level_len(0);
+                if state.immutables.len() + 1 >= o.max_write_buffers {
+                    stop = Some(format!(
+                        "{}: {} memtables wait for a flush",
+                        cf.name,
+                        state.immutables.len()
+                    ));
+                    break;
+                }
+                if l0 >= c.level0_stop_trigger {
+                    stop = Some(format!("{}: {l0} files in L0", cf.name));
+                    break;
+                }
+                let debt = pending_compaction_bytes(&state.version, c);
+                if debt >= c.hard_pending_compaction_bytes {
+                    stop = Some(format!("{}: {debt} bytes of compaction debt", cf.name));
+                    break;
+                }
+                if l0 >= c.level0_slowdown_trigger {
+                    let span = (c.level0_stop_trigger - c.level0_slowdown_trigger).max(1);
+                    let over = l0 + 1 - c.level0_slowdown_trigger;
+                    delay = delay.max(over as f64 / span as f64);
+                }
+                if debt >= c.soft_pending_compaction_bytes {
+                    let span = c
+                        .hard_pending_compaction_bytes
+                        .saturating_sub(c.soft_pending_compaction_bytes)
+                        .max(1);
+                    let over = debt - c.soft_pending_compaction_bytes;
+                    delay = delay.max(over as f64 / span as f64);
+                }
+            }
+            if let Some(why) = stop {
+                if options.no_slowdown {
+                    return Err(Error::Busy(why));
+                }
+                stalled = true;
+                self.bg.wait_for_change(STALL_POLL);
+                continue;
+            }
+            if stalled {
+                self.counters.add_stall(start.elapsed());
+                return Ok(());
+            }
+            if delay > 0.0 {
+                if options.no_slowdown {
+                    return Err(Error::Busy("compaction is behind".into()));
+                }
+                let d = SLOWDOWN_MAX.mul_f64(delay.min(1.0));
+                std::thread::sleep(d);
+                self.counters.add_slowdown(d);
+            }
+            return Ok(());
+        }
+    }
+
+    /// The leader's work for one group.
+    fn serve(&self, group: &[GroupWriter]) -> Vec<Result<()>> {
+        if let Err(e) = self.check_writable() {
+            return fail_all(group.len(), &e);
+        }
+        if let Err(e) = self.switch_full_memtables(group) {
+            self.stop_writes(&e);
+            return fail_all(group.len(), &e);
+        }
+        let total: u64 = group.iter().map(|w| u64::from(w.request.count)).sum();
+        if total == 0 {
+            return group.iter().map(|_| Ok(())).collect();
+        }
+        let first = match self.seq.allocate(total) {
+            Ok(first) => first,
+            Err(e) => return fail_all(group.len(), &e),
+        };
+        let last = first + total - 1;
+        let batches: Vec<MutexGuard<'_, WriteBatch>> =
+            group.iter().map(|w| w.request.batch.lock()).collect();
+        let outcome = self.log_and_apply(group, batches, first);
+        // Published even after a failure (writes are stopped then): an
+        // unpublished range would hold the visible seqno back for good.
+        let published = self.seq.publish(last);
+        let outcome = outcome.and(published);
+        match outcome {
+            Ok(()) => {
+                self.counters.add_writes(group.len() as u64, total);
+                group.iter().map(|_| Ok(())).collect()
+            }
+            Err(e) => {
+                self.stop_writes(&e);
+                fail_all(group.len(), &e)
+            }
+        }
+    }
+
+    fn log_and_apply(
+        &self,
+        group: &[GroupWriter],
+        mut batches: Vec<MutexGuard<'_, WriteBatch>>,
+        first: u64,
+    ) -> Result<()> {
+        let mut next = first;
+        for (w, b) in group.iter().zip(batches.iter_mut()) {
+            if w.request.count > 0 {
+                b.set_first_seqno(next)?;
+                next += u64::from(w.request.count);
+            }
+        }
+        let payloads: Vec<&[u8]> = group
+            .iter()
+            .zip(&batches)
+            .filter(|(w, _)| !w.request.disable_wal && w.request.count > 0)
+            .map(|(_, b)| b.payload())
+            .collect();
+        let sync = group
+            .iter()
+            .any(|w| w.request.sync && !w.request.disable_wal);
+        if !payloads.is_empty() || sync {
+            let mut wal = self.wal.lock();
+            if !payloads.is_empty() {
+                wal.append(&payloads)?;
+                self.counters
+                    .add_wal_bytes(payloads.iter().map(|p| p.len() as u64).sum());
+            }
+            if sync {
+                wal.sync()?;
+                self.counters.add_wal_sync();
+            }
+        }
+        let cfs = self.cfs.load();
+        let mut actives: Vec<(ColumnFamilyId, Arc<Memtable>)> = Vec::new();
+        for b in &batches {
+            let first = b.first_seqno();
+            for (i, item) in b.iter().enumerate() {
+                let item = item.map_err(|e| Error::InvalidArgument(format!("write batch: {e}")))?;
+                let mem = match actives.iter().find(|(id, _)| *id == item.cf) {
+                    Some((_, m)) => m.clone(),
+                    None => {
+                        // A family dropped since the writer checked: its
+                        // writes go nowhere, as if they came just after.
+                        let Some(cf) = cfs.get(item.cf) else { continue };
+                        let m = cf.installer.load().active.clone();
+                        actives.push((item.cf, m.clone()));
+                        m
+                    }
+                };
+                mem.insert(item.key, first + i as u64, item.kind, item.value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Switches the memtables that reached their size, and those a flush
+    /// request in the group asked for.
+    fn switch_full_memtables(&self, group: &[GroupWriter]) -> Result<()> {
+        let cfs = self.cfs.load();
+        let mut switch: Vec<Arc<CfState>> = Vec::new();
+        for cf in cfs.by_id.values() {
+            let active = &cf.installer.load().active;
+            let asked = group.iter().any(|w| w.request.switch.contains(&cf.id));
+            let full = active.approximate_bytes() as u64 >= cf.options.write_buffer_bytes;
+            if (asked || full) && !active.is_empty() {
+                switch.push(cf.clone());
+            }
+        }
+        if switch.is_empty() {
+            return Ok(());
+        }
+        self.switch_memtables(&switch)
+    }
+
+    /// Starts a new WAL file and gives `cfs` new memtables that log into it;
+    /// the old memtables wait for their flush. Called by the write leader.
+    fn switch_memtables(&self, cfs: &[Arc<CfState>]) -> Result<()> {
+        let number = {
+            let mut wal = self.wal.lock();
+            // Everything before the new file is durable: damage in a WAL
+            // file that is not the last is then never a power cut's tail.
+            wal.sync()?;
+            let number = self.new_file_number();
+            *wal = WalWriter::create(self.fs.clone(), &self.dir, number)?;
+            number
+        };
+        for cf in cfs {
+            let id = self
+                .next_memtable
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            cf.installer
+                .switch_memtable(Arc::new(Memtable::with_log_number(id, number)))?;
+        }
+        self.bg.schedule_flush(cfs.iter().map(|cf| cf.id));
+        Ok(())
+    }
+}
