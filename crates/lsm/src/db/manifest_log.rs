@@ -48,6 +48,20 @@ pub(crate) fn snapshot_records(
     records
 }
 
+/// Appends `records` (synced), then an empty marker record (synced) whose
+/// `synced_end` vouches that the records before it were durable: damage in
+/// them is then always reported as corruption, never taken for the torn
+/// tail of a crash. Only the marker itself can be the torn tail, and it
+/// holds nothing. The engine acts on an edit (deletes files) only after
+/// this returns, so a torn edit never had effects.
+pub(crate) fn append_vouched(
+    writer: &mut ManifestWriter,
+    records: &[ManifestRecord],
+) -> Result<()> {
+    writer.append(records)?;
+    writer.append(&[])
+}
+
 impl DbInner {
     /// Stamps an edit with the engine-wide counters recovery needs.
     pub(super) fn stamp(&self, edit: &mut VersionEdit) {
@@ -79,7 +93,7 @@ impl DbInner {
         } else {
             let records: Vec<ManifestRecord> =
                 edits.iter().cloned().map(ManifestRecord::Edit).collect();
-            m.writer.append(&records)
+            append_vouched(&mut m.writer, &records)
         };
         match result {
             Ok(()) => {
@@ -99,7 +113,7 @@ impl DbInner {
         m: &mut ManifestLog,
         records: &[ManifestRecord],
     ) -> Result<()> {
-        let r = m.writer.append(records);
+        let r = append_vouched(&mut m.writer, records);
         if let Err(e) = &r {
             self.stop_writes(e);
         }
@@ -119,7 +133,8 @@ impl DbInner {
             self.next_file.load(std::sync::atomic::Ordering::Relaxed),
             self.seq.allocated(),
         );
-        let writer = ManifestWriter::create(self.fs.clone(), &self.dir, number, &records)?;
+        let mut writer = ManifestWriter::create(self.fs.clone(), &self.dir, number, &records)?;
+        writer.append(&[])?;
         let old = std::mem::replace(&mut m.writer, writer);
         // CURRENT names the new file: the old one is garbage, and a failure
         // to remove it leaves a leftover the next open removes.

@@ -241,7 +241,7 @@ impl DbInner {
         let synced = if self.stopped.load(Ordering::Acquire) {
             Ok(())
         } else {
-            self.wal.lock().sync()
+            self.wal.lock().close_durably()
         };
         self.delete_obsolete_files();
         if let Some(why) = self.error.lock().clone() {

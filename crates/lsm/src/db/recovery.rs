@@ -312,7 +312,9 @@ pub(super) fn open(
         .map(|(id, f)| (*id, (f.name.clone(), f.version.clone())))
         .collect();
     let records = snapshot_records(&persisted, next.load(Ordering::Relaxed), last_seqno);
-    let writer = ManifestWriter::create(fs.clone(), dir, manifest_number, &records)?;
+    let mut writer = ManifestWriter::create(fs.clone(), dir, manifest_number, &records)?;
+    // The marker vouches for the snapshot (see `append_vouched`).
+    writer.append(&[])?;
     let wal_writer = WalWriter::create(fs.clone(), dir, wal_number)?;
 
     // Leftovers: files no version names, old manifests and WAL files.

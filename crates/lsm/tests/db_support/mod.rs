@@ -1,0 +1,155 @@
+//! What the engine tests share: small options that make flushes and
+//! compactions happen with little data, opening on a `MemFs`, and a model
+//! of the database (one `BTreeMap` per column family).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use strata_fs::{FileSystem, MemFs};
+use strata_lsm::{ColumnFamily, Db, DbIterator, Hooks, Options, ReadOptions};
+
+pub const DIR: &str = "/db";
+
+/// Options that flush every few KiB and compact after two L0 files.
+pub fn small_options() -> Options {
+    let mut o = Options {
+        block_cache_bytes: 1 << 20,
+        background_threads: 2,
+        max_manifest_bytes: 16 << 10,
+        ..Options::default()
+    };
+    let cf = &mut o.default_column_family;
+    cf.write_buffer_bytes = 8 << 10;
+    cf.max_write_buffers = 4;
+    cf.table.block_size_bytes = 512;
+    cf.compaction.level0_compaction_trigger = 2;
+    cf.compaction.target_file_bytes = 16 << 10;
+    cf.compaction.base_level_bytes = 64 << 10;
+    o
+}
+
+pub fn open(fs: &MemFs, options: Options) -> strata_lsm::Result<Db> {
+    let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    Db::open_with(dyn_fs, DIR, options, Hooks::default())
+}
+
+/// The families of the model; `cf_name(i)` is the engine's name of `i`.
+pub const FAMILIES: usize = 2;
+
+pub fn cf_name(i: usize) -> &'static str {
+    ["default", "other"][i]
+}
+
+/// Returns the engine's handles of the model's families, creating missing ones.
+pub fn families(db: &Db) -> Vec<ColumnFamily> {
+    (0..FAMILIES)
+        .map(|i| match db.column_family(cf_name(i)) {
+            Some(cf) => cf,
+            None => db.create_column_family(cf_name(i)).expect("create family"),
+        })
+        .collect()
+}
+
+pub type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// One model map per family.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Model {
+    pub maps: Vec<Map>,
+}
+
+impl Model {
+    pub fn new() -> Model {
+        Model {
+            maps: vec![Map::new(); FAMILIES],
+        }
+    }
+
+    pub fn delete_range(&mut self, cf: usize, start: &[u8], end: &[u8]) {
+        if start >= end {
+            return;
+        }
+        let doomed: Vec<Vec<u8>> = self.maps[cf]
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            self.maps[cf].remove(&k);
+        }
+    }
+}
+
+/// Every key and value an iterator yields from the first key on.
+pub fn scan_forward(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_first().expect("seek_to_first");
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().expect("next");
+    }
+    out
+}
+
+/// Every key and value an iterator yields from the last key back.
+pub fn scan_backward(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_last().expect("seek_to_last");
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev().expect("prev");
+    }
+    out.reverse();
+    out
+}
+
+/// Asserts that `db` holds exactly `model`, by point reads and by scans
+/// both ways.
+pub fn check_db(db: &Db, model: &Model, read: &ReadOptions, keys: &[Vec<u8>]) {
+    let cfs = families(db);
+    for (i, cf) in cfs.iter().enumerate() {
+        let map = &model.maps[i];
+        for k in keys {
+            assert_eq!(
+                db.get(read, cf, k).expect("get"),
+                map.get(k).cloned(),
+                "family {} key {:?}",
+                cf_name(i),
+                String::from_utf8_lossy(k)
+            );
+        }
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut it = db.iter(read, cf).expect("iter");
+        assert_eq!(
+            scan_forward(&mut it),
+            want,
+            "forward scan of {}",
+            cf_name(i)
+        );
+        assert_eq!(
+            scan_backward(&mut it),
+            want,
+            "backward scan of {}",
+            cf_name(i)
+        );
+    }
+}
+
+pub fn key(i: u32) -> Vec<u8> {
+    format!("key{i:03}").into_bytes()
+}
+
+pub fn value(seed: u64, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(b'a' + (x % 26) as u8);
+    }
+    v
+}
