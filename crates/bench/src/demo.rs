@@ -1,6 +1,7 @@
 //! `strata-bench demo`: the project's main job. Runs a TiKV-like multi-group
 //! workload on raftlog on the real disk, then closes, reopens (timing
-//! recovery), verifies every live entry byte for byte and prints a summary.
+//! recovery), verifies every live entry byte for byte and prints a summary;
+//! then the same for an LSM workload on the lsm engine (`lsm_demo.rs`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -54,6 +55,9 @@ pub struct DemoArgs {
     /// --entry-bytes, or verification will rightly fail).
     #[arg(long)]
     keep: bool,
+    /// The lsm half of the demo.
+    #[command(flatten)]
+    lsm: crate::lsm_demo::LsmDemoArgs,
 }
 
 /// Runs the demo; fails if verification finds anything wrong.
@@ -125,7 +129,8 @@ pub fn run(args: &DemoArgs) -> Result<(), BenchError> {
         fmt_count(after.verified.states),
         fmt_bytes(after.verified.bytes)
     );
-    Ok(())
+    println!();
+    crate::lsm_demo::run(&args.lsm)
 }
 
 /// What the reopen found.

@@ -12,6 +12,7 @@
 mod demo;
 mod engines;
 mod error;
+mod lsm_demo;
 mod memory;
 mod probe;
 mod proc_stats;
