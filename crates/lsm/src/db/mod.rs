@@ -21,6 +21,7 @@ mod admin;
 mod background;
 pub(crate) mod cf;
 mod flush;
+pub mod inspect;
 mod iter;
 mod manifest_log;
 mod options;

@@ -33,7 +33,7 @@ use crate::cache::BlockCache;
 use crate::column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
 use crate::compaction::{self, OutputContext, RateLimiter};
 use crate::error::{Error, Result};
-use crate::manifest::{self, ManifestRecord, ManifestWriter, CURRENT_FILE_NAME};
+use crate::manifest::{self, ManifestWriter, CURRENT_FILE_NAME};
 use crate::memtable::{Memtable, MemtableList};
 use crate::read_state::{Installer, ReadState};
 use crate::seq::SeqAllocator;
@@ -100,10 +100,11 @@ pub(super) fn open(
     let (queue, obsolete) = ObsoleteFiles::channel();
     let names = fs.list(dir).map_err(Error::io("list", dir))?;
 
+    let manifest = super::inspect::replay_manifest(&*fs, dir, &options, &queue)?;
+    let mut next_file = manifest.as_ref().map_or(1, |m| m.next_file_number);
+    let mut last_seqno = manifest.as_ref().map_or(0, |m| m.last_seqno);
     let mut families: BTreeMap<ColumnFamilyId, Family> = BTreeMap::new();
-    let mut next_file: u64 = 1;
-    let mut last_seqno: u64 = 0;
-    match manifest::read_current(&*fs, dir)? {
+    match manifest {
         None => {
             if let Some(name) = names.iter().find(|n| is_engine_file(n)) {
                 return Err(Error::corruption(
@@ -120,48 +121,21 @@ pub(super) fn open(
             }
             report.created = true;
         }
-        Some(contents) => {
+        Some(m) => {
             if options.error_if_exists {
                 return Err(Error::InvalidArgument(format!(
                     "a database exists in {} (error_if_exists is on)",
                     dir.display()
                 )));
             }
-            let bad = |why: String| Error::corruption(&contents.path, 0, why);
-            for record in contents.records {
-                match record {
-                    ManifestRecord::CreateColumnFamily { id, name } => {
-                        if families.contains_key(&id) || families.values().any(|f| f.name == name) {
-                            return Err(bad(format!(
-                                "column family {id} ({name:?}) created twice"
-                            )));
-                        }
-                        let levels = options.column_family(&name).compaction.num_levels;
-                        let version = Arc::new(Version::new(id, levels, queue.clone())?);
-                        families.insert(id, Family { name, version });
-                    }
-                    ManifestRecord::DropColumnFamily { id } => {
-                        if id == DEFAULT_COLUMN_FAMILY || families.remove(&id).is_none() {
-                            return Err(bad(format!(
-                                "drop of column family {id}, which is not live"
-                            )));
-                        }
-                    }
-                    ManifestRecord::Edit(edit) => {
-                        let Some(f) = families.get_mut(&edit.column_family) else {
-                            return Err(bad(format!(
-                                "edit of column family {}, which is not live",
-                                edit.column_family
-                            )));
-                        };
-                        next_file = next_file.max(edit.next_file_number.unwrap_or(0));
-                        last_seqno = last_seqno.max(edit.last_seqno.unwrap_or(0));
-                        let mut b = VersionBuilder::new(&f.version);
-                        b.apply(&edit)
-                            .map_err(|e| bad(format!("edit of column family {:?}: {e}", f.name)))?;
-                        f.version = b.build().version;
-                    }
-                }
+            for f in m.families {
+                families.insert(
+                    f.id,
+                    Family {
+                        name: f.name,
+                        version: f.version,
+                    },
+                );
             }
         }
     }
