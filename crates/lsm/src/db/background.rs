@@ -65,6 +65,11 @@ struct BgState {
     compactions_running: usize,
     /// Families in a `compact_range`: automatic compactions leave them be.
     manual: HashSet<ColumnFamilyId>,
+    /// Families with a compaction out of L0 running. One at a time: a
+    /// second one would take newer L0 files below the older ones still
+    /// being compacted, and a read (which asks L0 first) could then find
+    /// an old version above a new one.
+    l0_running: HashSet<ColumnFamilyId>,
     stop: bool,
 }
 
@@ -155,7 +160,12 @@ impl Background {
     }
 
     pub fn end_manual(&self, cf: ColumnFamilyId) {
-        self.state.lock().manual.remove(&cf);
+        let mut s = self.state.lock();
+        s.manual.remove(&cf);
+        if !s.compact_queue.contains(&cf) {
+            s.compact_queue.push_back(cf);
+        }
+        drop(s);
         self.notify_all();
     }
 
@@ -230,6 +240,9 @@ fn worker(db: &DbInner) {
                 db.run_compaction(&cf, &c, false);
                 db.bg.release(&c);
                 let mut s = db.bg.state.lock();
+                if c.input_level == 0 {
+                    s.l0_running.remove(&cf.id);
+                }
                 s.compactions_running -= 1;
                 if let Some(n) = s.running.get_mut(&cf.id) {
                     *n -= 1;
@@ -270,6 +283,9 @@ fn next_job(db: &DbInner, s: &mut BgState) -> Option<Job> {
         let busy = &s.busy;
         let picked = compaction::pick(&version, &cf.options.compaction, &|n| busy.contains(&n));
         if let Some(c) = picked {
+            if c.input_level == 0 && !s.l0_running.insert(id) {
+                continue;
+            }
             s.busy.extend(files(&c));
             s.compactions_running += 1;
             *s.running.entry(id).or_insert(0) += 1;
