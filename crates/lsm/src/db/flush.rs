@@ -60,7 +60,7 @@ impl DbInner {
         }
     }
 
-    fn flush_immutables(&self, cf: &Arc<CfState>) -> Result<()> {
+    pub(super) fn flush_immutables(&self, cf: &Arc<CfState>) -> Result<()> {
         let rs = cf.installer.load_full();
         let mems: Vec<Arc<Memtable>> = rs.immutables.iter().cloned().collect();
         let Some(newest) = mems.first().map(|m| m.id()) else {

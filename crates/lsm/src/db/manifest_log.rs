@@ -122,7 +122,7 @@ impl DbInner {
 
     /// Writes a new manifest holding `families` and points CURRENT at it,
     /// then removes the old one.
-    fn rewrite_manifest(
+    pub(super) fn rewrite_manifest(
         &self,
         m: &mut ManifestLog,
         families: &BTreeMap<ColumnFamilyId, (String, Arc<Version>)>,

@@ -27,6 +27,7 @@ mod manifest_log;
 mod options;
 mod read;
 mod recovery;
+mod resume;
 mod snapshot;
 mod stats;
 mod write;
@@ -128,6 +129,9 @@ pub(crate) struct DbInner {
     /// failed flush or compaction, a failed manifest write).
     error: Mutex<Option<String>>,
     stopped: AtomicBool,
+    /// The error that stopped writes was ENOSPC: writers try to resume.
+    no_space: AtomicBool,
+    last_resume: Mutex<Option<std::time::Instant>>,
     closed: AtomicBool,
     counters: Counters,
     recovery: RecoveryReport,
@@ -201,7 +205,7 @@ impl DbInner {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        if self.stopped.load(Ordering::Acquire) {
+        if self.stopped.load(Ordering::Acquire) && !self.maybe_resume() {
             let why = self.error.lock().clone().unwrap_or_default();
             return Err(Error::ReadOnly(why));
         }
@@ -222,6 +226,8 @@ impl DbInner {
         let mut e = self.error.lock();
         if e.is_none() {
             *e = Some(why.to_string());
+            self.no_space
+                .store(resume::is_no_space(why), Ordering::Release);
         }
         self.stopped.store(true, Ordering::Release);
         drop(e);

@@ -368,6 +368,8 @@ pub(super) fn open(
         bg: Background::new(options.background_threads),
         error: Mutex::new(None),
         stopped: AtomicBool::new(false),
+        no_space: AtomicBool::new(false),
+        last_resume: Mutex::new(None),
         closed: AtomicBool::new(false),
         counters: Counters::default(),
         recovery: report,

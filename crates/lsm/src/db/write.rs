@@ -49,6 +49,8 @@ pub(crate) struct WriteRequest {
     /// Column families whose memtables to switch (a flush request), done
     /// by the leader since only the leader inserts.
     switch: Vec<ColumnFamilyId>,
+    /// Resume writes after ENOSPC (`resume.rs`).
+    resume: bool,
 }
 
 type GroupWriter = Arc<Writer<WriteRequest, Result<()>>>;
@@ -148,6 +150,7 @@ impl DbInner {
             sync: options.sync,
             disable_wal: options.disable_wal,
             switch: Vec::new(),
+            resume: false,
         };
         self.submit(request)
     }
@@ -163,6 +166,20 @@ impl DbInner {
             sync: false,
             disable_wal: true,
             switch: cfs,
+            resume: false,
+        })
+    }
+
+    /// Runs a resume as the leader of a group (`resume.rs`).
+    pub(super) fn submit_resume(&self) -> Result<()> {
+        self.submit(WriteRequest {
+            batch: Mutex::new(WriteBatch::new()),
+            bytes: 0,
+            count: 0,
+            sync: false,
+            disable_wal: true,
+            switch: Vec::new(),
+            resume: true,
         })
     }
 
@@ -180,6 +197,15 @@ impl DbInner {
             },
         );
         served.outcome
+    }
+
+    fn check_open_and_not_stopped(&self) -> Result<()> {
+        self.check_open()?;
+        if self.stopped.load(std::sync::atomic::Ordering::Acquire) {
+            let why = self.error.lock().clone().unwrap_or_default();
+            return Err(Error::ReadOnly(why));
+        }
+        Ok(())
     }
 
     /// Waits or sleeps while the touched families are too far behind:
@@ -255,7 +281,12 @@ impl DbInner {
 
     /// The leader's work for one group.
     fn serve(&self, group: &[GroupWriter]) -> Vec<Result<()>> {
-        if let Err(e) = self.check_writable() {
+        if group.iter().any(|w| w.request.resume) {
+            if let Err(e) = self.resume() {
+                return fail_all(group.len(), &e);
+            }
+        }
+        if let Err(e) = self.check_open_and_not_stopped() {
             return fail_all(group.len(), &e);
         }
         if let Err(e) = self.switch_full_memtables(group) {
