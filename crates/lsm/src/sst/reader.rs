@@ -17,6 +17,7 @@
 //! `Arc`); reads use positional I/O and take no lock of ours. The block
 //! cache has its own internal locks.
 
+use super::format::IndexKind;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -300,6 +301,47 @@ impl SstReader {
             return Ok(Some((it.kind(), it.seqno(), it.value().to_vec())));
         }
         Ok(None)
+    }
+
+    /// Every data block's index entry, in order: the separator key (at or
+    /// above the block's last key) and the block's handle. Reads the index
+    /// partitions, if any, checking them; for `strata-ctl` and checks.
+    pub fn data_blocks(&self) -> Result<Vec<(Vec<u8>, BlockHandle)>> {
+        let inner = &self.inner;
+        let entries = |block: &Arc<Block>, what: &str| -> Result<Vec<(Vec<u8>, BlockHandle)>> {
+            let mut out = Vec::new();
+            let mut it = block.iter();
+            it.first();
+            while it.valid() {
+                let handle = BlockHandle::decode(it.value()).map_err(|e| {
+                    inner.corruption(inner.footer.index.offset, format!("{what} entry: {e}"))
+                })?;
+                out.push((it.key().to_vec(), handle));
+                it.next();
+            }
+            Ok(out)
+        };
+        let top = entries(&inner.index_top, "index")?;
+        match inner.footer.index_kind {
+            IndexKind::Single => Ok(top),
+            IndexKind::Partitioned => {
+                let mut out = Vec::new();
+                for (_, handle) in top {
+                    let part = inner.read_block(handle, KeyOrder::Internal, "index partition")?;
+                    out.extend(entries(&part, "index partition")?);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Reads the data block at `handle` (checked and decompressed) and
+    /// returns its entry count.
+    pub fn data_block_entries(&self, handle: BlockHandle) -> Result<usize> {
+        Ok(self
+            .inner
+            .read_block(handle, KeyOrder::Internal, "data")?
+            .entries())
     }
 
     /// An iterator over the file's data entries, positioned nowhere.
