@@ -12,6 +12,7 @@ mod check;
 mod dump;
 mod error;
 mod log_dir;
+mod lsm;
 mod stats;
 
 use std::io::Write;
@@ -40,6 +41,42 @@ enum Command {
     Raftlog {
         #[command(subcommand)]
         command: RaftlogCommand,
+    },
+    /// Inspects an lsm directory.
+    Lsm {
+        #[command(subcommand)]
+        command: LsmCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum LsmCommand {
+    /// Prints the manifest's records and the WAL's batches.
+    Dump {
+        /// The lsm directory.
+        dir: PathBuf,
+        /// Also prints every item of every WAL batch.
+        #[arg(long)]
+        entries: bool,
+    },
+    /// Prints one SST file: footer, properties, range tombstones, data blocks.
+    DumpSst {
+        /// The SST file.
+        file: PathBuf,
+        /// Also prints every entry.
+        #[arg(long)]
+        entries: bool,
+    },
+    /// Verifies the manifest, every block of every SST it names, and every WAL
+    /// record; exits 1 if anything is damaged.
+    Check {
+        /// The lsm directory.
+        dir: PathBuf,
+    },
+    /// Prints families, files, bytes and entries per level, and WAL bytes.
+    Stats {
+        /// The lsm directory.
+        dir: PathBuf,
     },
 }
 
@@ -100,6 +137,12 @@ fn main() -> ExitCode {
             ),
             RaftlogCommand::Check { dir } => check::run(&fs, dir, &mut out),
             RaftlogCommand::Stats { dir } => stats::run(&fs, dir, &mut out),
+        },
+        Command::Lsm { command } => match command {
+            LsmCommand::Dump { dir, entries } => lsm::dump(&fs, dir, *entries, &mut out),
+            LsmCommand::DumpSst { file, entries } => lsm::dump_sst(&fs, file, *entries, &mut out),
+            LsmCommand::Check { dir } => lsm::check(&fs, dir, &mut out),
+            LsmCommand::Stats { dir } => lsm::stats(&fs, dir, &mut out),
         },
     };
     let result = result.and_then(|verdict| out.flush().map(|()| verdict).map_err(CtlError::from));
