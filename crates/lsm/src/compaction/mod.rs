@@ -1,0 +1,36 @@
+//! Compaction: the machinery that produces SST files from memtables (flush)
+//! and from other SST files (leveled compaction), for the engine to install.
+//!
+//! One concept per file:
+//! - `options`: [`CompactionOptions`], every limit with its bounds;
+//! - `picker`: which files to compact next (dynamic level sizes, scores,
+//!   clean cuts, trivial moves, manual ranges, compaction debt);
+//! - `output`: writing a sorted run (snapshot-stripe garbage collection,
+//!   range tombstones, the compaction filter, output cutting, cleanup on
+//!   error), shared by `flush` and `job`;
+//! - `flush`: memtables to L0 files; `job`: a compaction to a version edit;
+//! - `rate_limiter`: the token bucket that paces flush and compaction.
+//!
+//! Nothing here installs a version or deletes an input: the engine installs
+//! the returned edit and its obsolete-file queue deletes the inputs once no
+//! reader holds them. The rules are in `docs/lsm.md` (Compaction).
+
+mod flush;
+mod job;
+mod options;
+mod output;
+mod picker;
+mod rate_limiter;
+
+pub use flush::flush_memtables;
+pub use job::{run_compaction, CompactionStats};
+pub use options::CompactionOptions;
+pub use output::{
+    sst_file_name, write_sorted_run, write_sorted_run_with_stats, CompactionFilter, FilterDecision,
+    OutputContext, RunStats,
+};
+pub use picker::{
+    base_level, level_targets, pending_compaction_bytes, pick, pick_manual, Compaction,
+    CompactionReason,
+};
+pub use rate_limiter::{Clock, RateLimiter, SystemClock};
