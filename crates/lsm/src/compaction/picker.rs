@@ -13,10 +13,10 @@
 //!   accumulates. No target of a used level is below `base_level_bytes`.
 //! - Without dynamic sizes, L1 is the base level with target
 //!   `base_level_bytes`, and each level's target multiplies the one above.
-//! - Scores: L0's is its (idle) file count over `level0_compaction_trigger`,
+//! - Scores (a level is due at 1 or above): L0's is its (idle) file count over `level0_compaction_trigger`,
 //!   or its bytes over `base_level_bytes` if larger; a level L1+ (but the
 //!   last) scores its idle bytes over its target. The level with the highest
-//!   score above 1 compacts first; the last level never compacts for size.
+//!   score compacts first; the last level never compacts for size.
 //! - L0 compacts all its files that overlap the oldest idle file's range,
 //!   widened until no file outside overlaps the inputs (a clean cut), with
 //!   the base-level files that overlap them. Any busy file among them (in
@@ -73,7 +73,7 @@ pub struct Compaction {
     pub bottommost: bool,
     /// Why it was picked.
     pub reason: CompactionReason,
-    /// The score of the input level when picked (above 1 is due); 0 for
+    /// The score of the input level when picked (1 or more is due); 0 for
     /// manual compactions.
     pub score: f64,
     /// The single input moves to the output level without being rewritten.
@@ -186,15 +186,12 @@ pub fn pending_compaction_bytes(version: &Version, opts: &CompactionOptions) -> 
     // Bytes flowing down into the next level by the compactions counted.
     let mut inflow = 0u64;
     if l0_due {
-        pending = l0;
+        // L0 merges with (about) the whole base level, even the last.
+        pending = l0.saturating_add(version.level_bytes(base));
         inflow = l0;
     }
     for (l, &target) in targets.iter().enumerate().take(levels - 1).skip(base) {
         let own = version.level_bytes(l);
-        if l == base && l0_due {
-            // L0 merges with (about) the whole base level.
-            pending = pending.saturating_add(own);
-        }
         let size = own.saturating_add(inflow);
         inflow = 0;
         if size > target {
@@ -245,7 +242,7 @@ fn scores(
     scores
 }
 
-/// Picks the most urgent compaction, if any level is due (score above 1)
+/// Picks the most urgent compaction, if any level is due (score 1 or more)
 /// and a compaction of it can run beside the busy files; see the module
 /// doc. `busy` says which files other compactions hold.
 pub fn pick(
@@ -255,7 +252,8 @@ pub fn pick(
 ) -> Option<Compaction> {
     let (base, targets) = shape(version, opts);
     let scores = scores(version, opts, base, &targets, busy);
-    let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] > 1.0).collect();
+    // At 1 a level is due: L0 compacts when it reaches its trigger.
+    let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
     for level in order {
         let picked = if level == 0 {
