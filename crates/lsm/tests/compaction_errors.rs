@@ -14,10 +14,16 @@ use strata_lsm::{Error, Memtable, MergingIterator, ValueKind};
 fn memtable() -> Memtable {
     let m = Memtable::new(1);
     for k in 0..200u32 {
-        m.insert(format!("key{k:04}").as_bytes(), 1 + k as u64, ValueKind::Put, &[b'v'; 100])
-            .unwrap();
+        m.insert(
+            format!("key{k:04}").as_bytes(),
+            1 + k as u64,
+            ValueKind::Put,
+            &[b'v'; 100],
+        )
+        .unwrap();
     }
-    m.insert(b"key0050", 500, ValueKind::RangeDelete, b"key0060").unwrap();
+    m.insert(b"key0050", 500, ValueKind::RangeDelete, b"key0060")
+        .unwrap();
     m
 }
 

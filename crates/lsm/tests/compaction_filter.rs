@@ -9,9 +9,7 @@ mod compaction_support;
 use std::sync::Mutex;
 
 use compaction_support::*;
-use strata_lsm::compaction::{
-    write_sorted_run, CompactionFilter, FilterDecision,
-};
+use strata_lsm::compaction::{write_sorted_run, CompactionFilter, FilterDecision};
 use strata_lsm::{Memtable, MergingIterator, SeqNo, ValueKind, MAX_SEQNO};
 
 /// Removes keys ending in `r`, rewrites keys ending in `c`, keeps the
@@ -26,7 +24,10 @@ impl CompactionFilter for TestFilter {
         "test"
     }
     fn filter(&self, _level: u8, user_key: &[u8], value: &[u8]) -> FilterDecision {
-        self.shown.lock().unwrap().push((user_key.to_vec(), value.to_vec()));
+        self.shown
+            .lock()
+            .unwrap()
+            .push((user_key.to_vec(), value.to_vec()));
         match user_key.last() {
             Some(b'r') => FilterDecision::Remove,
             Some(b'c') => FilterDecision::ChangeValue(b"changed".to_vec()),
@@ -35,7 +36,12 @@ impl CompactionFilter for TestFilter {
     }
 }
 
-fn run(points: &[Point], snapshots: &[SeqNo], bottommost: bool, filter: &TestFilter) -> Vec<Contents> {
+fn run(
+    points: &[Point],
+    snapshots: &[SeqNo],
+    bottommost: bool,
+    filter: &TestFilter,
+) -> Vec<Contents> {
     let fs = mem_fs();
     let m = Memtable::new(1);
     for (k, s, kind, v) in points {
@@ -51,21 +57,34 @@ fn run(points: &[Point], snapshots: &[SeqNo], bottommost: bool, filter: &TestFil
 }
 
 fn put(k: &str, s: SeqNo, v: &str) -> Point {
-    (k.as_bytes().to_vec(), s, ValueKind::Put, v.as_bytes().to_vec())
+    (
+        k.as_bytes().to_vec(),
+        s,
+        ValueKind::Put,
+        v.as_bytes().to_vec(),
+    )
 }
 
 #[test]
 fn without_snapshots_the_newest_versions_are_filtered() {
     let f = TestFilter::default();
-    let points = [put("ar", 1, "old"), put("ar", 2, "new"), put("bc", 3, "v"), put("dk", 4, "v")];
+    let points = [
+        put("ar", 1, "old"),
+        put("ar", 2, "new"),
+        put("bc", 3, "v"),
+        put("dk", 4, "v"),
+    ];
     let out = run(&points, &[], true, &f);
     // Only the newest version of each key was shown.
     let shown = f.shown.lock().unwrap().clone();
-    assert_eq!(shown, vec![
-        (b"ar".to_vec(), b"new".to_vec()),
-        (b"bc".to_vec(), b"v".to_vec()),
-        (b"dk".to_vec(), b"v".to_vec()),
-    ]);
+    assert_eq!(
+        shown,
+        vec![
+            (b"ar".to_vec(), b"new".to_vec()),
+            (b"bc".to_vec(), b"v".to_vec()),
+            (b"dk".to_vec(), b"v".to_vec()),
+        ]
+    );
     assert_eq!(visible(&out, b"ar", MAX_SEQNO), None);
     assert_eq!(visible(&out, b"bc", MAX_SEQNO), Some(b"changed".to_vec()));
     assert_eq!(visible(&out, b"dk", MAX_SEQNO), Some(b"v".to_vec()));
@@ -96,7 +115,11 @@ fn snapshots_still_read_the_values_they_saw() {
     let shown = f.shown.lock().unwrap().clone();
     assert!(shown.iter().all(|(_, v)| v == b"new"), "{shown:?}");
     // The removal of ar is a deletion: snapshot 5 still has ar=old below it.
-    let ar: Vec<_> = out.iter().flat_map(|c| c.points.clone()).filter(|p| p.0 == b"ar").collect();
+    let ar: Vec<_> = out
+        .iter()
+        .flat_map(|c| c.points.clone())
+        .filter(|p| p.0 == b"ar")
+        .collect();
     assert_eq!(ar.len(), 2);
     assert_eq!(ar[0].2, ValueKind::Delete);
 }
@@ -106,7 +129,10 @@ fn a_removal_above_a_lower_level_writes_a_deletion() {
     let f = TestFilter::default();
     let out = run(&[put("ar", 4, "v")], &[], false, &f);
     let all: Vec<_> = out.iter().flat_map(|c| c.points.clone()).collect();
-    assert_eq!(all, vec![(b"ar".to_vec(), 4, ValueKind::Delete, Vec::new())]);
+    assert_eq!(
+        all,
+        vec![(b"ar".to_vec(), 4, ValueKind::Delete, Vec::new())]
+    );
     // The file below holds an older version: it stays hidden.
     let fs = mem_fs();
     let below = read_file(&*fs, &write_sst(&*fs, 1, &[put("ar", 1, "older")], &[]));

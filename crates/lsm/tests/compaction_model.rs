@@ -64,14 +64,16 @@ fn case() -> impl Strategy<Value = Case> {
                 prop_oneof![Just(150u64), Just(400), Just(1 << 20)],
             )
         })
-        .prop_map(|(ops, sources, snapshots, bottommost, memtables, target)| Case {
-            ops,
-            sources,
-            snapshots,
-            bottommost,
-            memtables,
-            target,
-        })
+        .prop_map(
+            |(ops, sources, snapshots, bottommost, memtables, target)| Case {
+                ops,
+                sources,
+                snapshots,
+                bottommost,
+                memtables,
+                target,
+            },
+        )
 }
 
 /// The versions of each source; seqno i + 1 for op i.
@@ -82,7 +84,12 @@ fn split(case: &Case) -> Vec<(Vec<Point>, Vec<RangeTombstone>)> {
         // Bottommost: nothing below; source 0 joins the inputs.
         let (points, tombstones): &mut (Vec<Point>, Vec<RangeTombstone>) = &mut sources[src];
         match op {
-            Op::Put(k, n) => points.push((key(*k), seqno, ValueKind::Put, vec![b'a' + (i % 26) as u8; *n])),
+            Op::Put(k, n) => points.push((
+                key(*k),
+                seqno,
+                ValueKind::Put,
+                vec![b'a' + (i % 26) as u8; *n],
+            )),
             Op::Delete(k) => points.push((key(*k), seqno, ValueKind::Delete, Vec::new())),
             Op::RangeDelete(a, b) => tombstones.push(RangeTombstone {
                 start: key(*a),
@@ -104,7 +111,10 @@ fn check(case: Case) -> Result<(), TestCaseError> {
     let below_src = usize::from(!case.bottommost);
     let mut below = Vec::new();
     if !case.bottommost && (!sources[0].0.is_empty() || !sources[0].1.is_empty()) {
-        below.push(read_file(&*fs, &write_sst(&*fs, 1, &sources[0].0, &sources[0].1)));
+        below.push(read_file(
+            &*fs,
+            &write_sst(&*fs, 1, &sources[0].0, &sources[0].1),
+        ));
     }
     let inputs = &sources[below_src..];
     let numbers = Numbers::new(100);
@@ -121,13 +131,17 @@ fn check(case: Case) -> Result<(), TestCaseError> {
                     m.insert(k, *s, *kind, v).unwrap();
                 }
                 for t in tombstones {
-                    m.insert(&t.start, t.seqno, ValueKind::RangeDelete, &t.end).unwrap();
+                    m.insert(&t.start, t.seqno, ValueKind::RangeDelete, &t.end)
+                        .unwrap();
                 }
                 m
             })
             .collect();
         let mut merged = MergingIterator::new(mems.iter().map(|m| m.iter()).collect());
-        let tombstones = mems.iter().flat_map(|m| m.range_tombstones(MAX_SEQNO)).collect();
+        let tombstones = mems
+            .iter()
+            .flat_map(|m| m.range_tombstones(MAX_SEQNO))
+            .collect();
         let (files, stats) = write_sorted_run_with_stats(&mut merged, tombstones, &ctx).unwrap();
         prop_assert_eq!(stats.entries_in, stats.entries_out + stats.entries_dropped);
         files
@@ -165,7 +179,9 @@ fn check(case: Case) -> Result<(), TestCaseError> {
             score: 0.0,
             trivial_move: false,
         };
-        let open = |f: &strata_lsm::FileMeta| SstReader::open(&*fs, &path_of(f.number()), f.number(), None);
+        let open = |f: &strata_lsm::FileMeta| {
+            SstReader::open(&*fs, &path_of(f.number()), f.number(), None)
+        };
         let (edit, stats) = run_compaction(&c, &open, &ctx).unwrap();
         prop_assert_eq!(stats.files_in as usize, descs.len());
         prop_assert_eq!(edit.deleted.len(), descs.len());
@@ -218,16 +234,29 @@ fn check(case: Case) -> Result<(), TestCaseError> {
     for (k, versions) in by_key(&out_points) {
         let mut seen = std::collections::HashSet::new();
         for (s, kind) in versions {
-            prop_assert!(seen.insert(stripe_of(s)), "two versions of {:?} in one stripe", k);
+            prop_assert!(
+                seen.insert(stripe_of(s)),
+                "two versions of {:?} in one stripe",
+                k
+            );
             if case.bottommost && stripe_of(s) == 0 {
-                prop_assert_ne!(kind, ValueKind::Delete, "a droppable deletion of {:?} kept", k);
+                prop_assert_ne!(
+                    kind,
+                    ValueKind::Delete,
+                    "a droppable deletion of {:?} kept",
+                    k
+                );
             }
         }
     }
     if case.bottommost {
         for c in &contents {
             for t in &c.tombstones {
-                prop_assert!(stripe_of(t.seqno) > 0, "a droppable tombstone kept: {:?}", t);
+                prop_assert!(
+                    stripe_of(t.seqno) > 0,
+                    "a droppable tombstone kept: {:?}",
+                    t
+                );
             }
         }
     }
@@ -259,7 +288,12 @@ proptest! {
 #[test]
 fn a_deleted_key_never_comes_back() {
     let case = Case {
-        ops: vec![Op::Put(1, 10), Op::Put(2, 5), Op::Delete(1), Op::RangeDelete(2, 3)],
+        ops: vec![
+            Op::Put(1, 10),
+            Op::Put(2, 5),
+            Op::Delete(1),
+            Op::RangeDelete(2, 3),
+        ],
         sources: vec![1, 2, 3, 1],
         snapshots: vec![],
         bottommost: true,

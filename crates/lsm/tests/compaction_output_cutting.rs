@@ -19,8 +19,13 @@ fn outputs_are_cut_at_the_target_between_user_keys() {
     for k in 0..40u32 {
         for _ in 0..5 {
             seqno += 1;
-            m.insert(format!("key{k:03}").as_bytes(), seqno, ValueKind::Put, &[b'v'; 50])
-                .unwrap();
+            m.insert(
+                format!("key{k:03}").as_bytes(),
+                seqno,
+                ValueKind::Put,
+                &[b'v'; 50],
+            )
+            .unwrap();
         }
     }
     let snapshots: Vec<u64> = (1..=seqno).collect();
@@ -53,8 +58,13 @@ fn a_tombstone_spanning_cuts_is_in_every_file_it_meets() {
     let fs = mem_fs();
     let m = Memtable::new(1);
     for k in 0..30u32 {
-        m.insert(format!("key{k:03}").as_bytes(), 100 + k as u64, ValueKind::Put, &[b'v'; 60])
-            .unwrap();
+        m.insert(
+            format!("key{k:03}").as_bytes(),
+            100 + k as u64,
+            ValueKind::Put,
+            &[b'v'; 60],
+        )
+        .unwrap();
     }
     let t = RangeTombstone {
         start: b"key000".to_vec(),
@@ -79,7 +89,15 @@ fn a_tombstone_spanning_cuts_is_in_every_file_it_meets() {
         assert_eq!(w[0].tombstones[0].end, w[1].tombstones[0].start);
     }
     // A key of a lower level in a gap between files stays deleted.
-    let below = read_file(&*fs, &write_sst(&*fs, 1, &[(b"key015a".to_vec(), 10, ValueKind::Put, b"x".to_vec())], &[]));
+    let below = read_file(
+        &*fs,
+        &write_sst(
+            &*fs,
+            1,
+            &[(b"key015a".to_vec(), 10, ValueKind::Put, b"x".to_vec())],
+            &[],
+        ),
+    );
     let mut files = contents.clone();
     files.push(below);
     assert_eq!(visible(&files, b"key015a", MAX_SEQNO), None);
@@ -91,10 +109,21 @@ fn a_flush_writes_one_level0_file_from_several_memtables() {
     let older = Arc::new(Memtable::new(1));
     let newer = Arc::new(Memtable::new(2));
     for k in 0..50u32 {
-        older.insert(format!("key{k:03}").as_bytes(), 1 + k as u64, ValueKind::Put, b"old").unwrap();
+        older
+            .insert(
+                format!("key{k:03}").as_bytes(),
+                1 + k as u64,
+                ValueKind::Put,
+                b"old",
+            )
+            .unwrap();
     }
-    newer.insert(b"key007", 100, ValueKind::Delete, b"").unwrap();
-    newer.insert(b"key010", 101, ValueKind::RangeDelete, b"key020").unwrap();
+    newer
+        .insert(b"key007", 100, ValueKind::Delete, b"")
+        .unwrap();
+    newer
+        .insert(b"key010", 101, ValueKind::RangeDelete, b"key020")
+        .unwrap();
     let n = Numbers::new(10);
     let next = || n.next();
     // A tiny target and bottommost: both ignored by a flush.
@@ -104,10 +133,22 @@ fn a_flush_writes_one_level0_file_from_several_memtables() {
     let c = read_file(&*fs, &out[0]);
     // The deletion stays (older files may hold the key); the versions it
     // and the tombstone hide are gone.
-    assert!(c.points.iter().any(|p| p.0 == b"key007" && p.2 == ValueKind::Delete));
-    assert!(!c.points.iter().any(|p| p.0 == b"key007" && p.2 == ValueKind::Put));
-    assert!(!c.points.iter().any(|p| p.0.as_slice() >= b"key010".as_slice() && p.0.as_slice() < b"key020".as_slice()));
+    assert!(c
+        .points
+        .iter()
+        .any(|p| p.0 == b"key007" && p.2 == ValueKind::Delete));
+    assert!(!c
+        .points
+        .iter()
+        .any(|p| p.0 == b"key007" && p.2 == ValueKind::Put));
+    assert!(!c
+        .points
+        .iter()
+        .any(|p| p.0.as_slice() >= b"key010".as_slice() && p.0.as_slice() < b"key020".as_slice()));
     assert_eq!(c.tombstones.len(), 1);
-    assert_eq!(visible(&[c.clone()], b"key030", MAX_SEQNO), Some(b"old".to_vec()));
+    assert_eq!(
+        visible(&[c.clone()], b"key030", MAX_SEQNO),
+        Some(b"old".to_vec())
+    );
     assert_eq!(c.desc.largest_seqno, 101);
 }

@@ -184,8 +184,9 @@ fn an_oversized_level_compacts_its_cheapest_file_into_the_next() {
 #[test]
 fn busy_files_are_never_picked() {
     let o = opts();
-    let mut files: Vec<(u8, FileDesc)> =
-        (1..=8).map(|n| (0, desc(n, n as u32 * 10, n as u32 * 10 + 5, n, 10))).collect();
+    let mut files: Vec<(u8, FileDesc)> = (1..=8)
+        .map(|n| (0, desc(n, n as u32 * 10, n as u32 * 10 + 5, n, 10)))
+        .collect();
     files.push((5, desc(20, 0, 200, 1, 30_000)));
     files.push((6, desc(21, 0, 200, 1, 100_000)));
     let v = version(&files);
@@ -193,7 +194,11 @@ fn busy_files_are_never_picked() {
     // Pick repeatedly, marking each pick busy, as concurrent compactions do.
     while let Some(c) = pick(&v, &o, &|n| busy_set.contains(&n)) {
         for f in c.files() {
-            assert!(busy_set.insert(f.number()), "file {} picked twice", f.number());
+            assert!(
+                busy_set.insert(f.number()),
+                "file {} picked twice",
+                f.number()
+            );
         }
     }
     assert!(!busy_set.is_empty());

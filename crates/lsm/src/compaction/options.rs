@@ -185,4 +185,17 @@ mod tests {
             "rate_limit_bytes_per_sec",
         );
     }
+
+    #[test]
+    fn a_config_names_some_fields_and_no_unknown_one() {
+        let o: CompactionOptions =
+            serde_json::from_str(r#"{"num_levels": 5, "rate_limit_bytes_per_sec": 1000}"#).unwrap();
+        assert_eq!(o.num_levels, 5);
+        assert_eq!(o.rate_limit_bytes_per_sec, 1000);
+        assert_eq!(o.level0_compaction_trigger, 4);
+        assert!(serde_json::from_str::<CompactionOptions>(r#"{"num_level": 5}"#).is_err());
+        let back: CompactionOptions =
+            serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+        assert_eq!(back, o);
+    }
 }

@@ -226,17 +226,29 @@ pub fn check_ranges(outputs: &[Contents]) {
     for f in outputs {
         for (k, s, kind, _) in &f.points {
             let ik = InternalKey::new(k, *s, *kind);
-            assert!(f.desc.smallest <= ik && ik <= f.desc.largest, "{ik:?} outside {:?}", f.desc);
+            assert!(
+                f.desc.smallest <= ik && ik <= f.desc.largest,
+                "{ik:?} outside {:?}",
+                f.desc
+            );
         }
         for t in &f.tombstones {
-            assert!(f.desc.smallest.user_key() <= t.start.as_slice(), "{t:?} outside {:?}", f.desc);
+            assert!(
+                f.desc.smallest.user_key() <= t.start.as_slice(),
+                "{t:?} outside {:?}",
+                f.desc
+            );
             assert!(t.end.as_slice() > f.desc.smallest.user_key());
             // The last covered key (just below `end`) is within the range:
             // `largest >= end` or end is the successor of `largest`.
             let l = f.desc.largest.user_key();
             let mut succ = l.to_vec();
             succ.push(0);
-            assert!(t.end.as_slice() <= succ.as_slice(), "{t:?} past {:?}", f.desc);
+            assert!(
+                t.end.as_slice() <= succ.as_slice(),
+                "{t:?} past {:?}",
+                f.desc
+            );
         }
     }
 }
