@@ -147,7 +147,7 @@ fn a_flush_writes_one_level0_file_from_several_memtables() {
         .any(|p| p.0.as_slice() >= b"key010".as_slice() && p.0.as_slice() < b"key020".as_slice()));
     assert_eq!(c.tombstones.len(), 1);
     assert_eq!(
-        visible(&[c.clone()], b"key030", MAX_SEQNO),
+        visible(std::slice::from_ref(&c), b"key030", MAX_SEQNO),
         Some(b"old".to_vec())
     );
     assert_eq!(c.desc.largest_seqno, 101);

@@ -260,7 +260,7 @@ pub fn by_key(points: &[Point]) -> BTreeMap<Vec<u8>, Vec<(SeqNo, ValueKind)>> {
         m.entry(k.clone()).or_default().push((*s, *kind));
     }
     for v in m.values_mut() {
-        v.sort_by(|a, b| b.0.cmp(&a.0));
+        v.sort_by_key(|e| std::cmp::Reverse(e.0));
     }
     m
 }
