@@ -250,6 +250,9 @@ pub fn pick(
     opts: &CompactionOptions,
     busy: &dyn Fn(FileNumber) -> bool,
 ) -> Option<Compaction> {
+    if version.num_levels() < 2 {
+        return None;
+    }
     let (base, targets) = shape(version, opts);
     let scores = scores(version, opts, base, &targets, busy);
     // At 1 a level is due: L0 compacts when it reaches its trigger.
