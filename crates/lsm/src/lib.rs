@@ -24,6 +24,7 @@
 pub mod batch;
 pub mod cache;
 pub mod column_family;
+pub mod compaction;
 pub mod error;
 pub mod iter;
 pub mod key;
@@ -35,6 +36,11 @@ pub mod version;
 
 pub use batch::{BatchItem, DecodedBatch, WriteBatch};
 pub use column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
+pub use compaction::{
+    flush_memtables, pick, pick_manual, run_compaction, Compaction, CompactionFilter,
+    CompactionOptions, CompactionReason, CompactionStats, FilterDecision, OutputContext,
+    RateLimiter,
+};
 
 pub use cache::BlockCache;
 pub use error::{Error, Result};
@@ -54,7 +60,6 @@ pub use version::{
     BuiltVersion, EditError, FileDesc, FileMeta, FileNumber, Level, ObsoleteFiles, Version,
     VersionBuilder, VersionEdit, NUM_LEVELS_DEFAULT,
 };
-pub mod compaction;
 pub mod db;
 pub mod manifest;
 pub mod wal;

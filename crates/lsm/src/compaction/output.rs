@@ -1,0 +1,476 @@
+//! Writing sorted runs: the one place where flush and compaction turn a
+//! sorted stream of internal keys into SST files, dropping what no reader
+//! can see any more.
+//!
+//! Garbage collection (snapshot stripes). The live snapshots `s1 < s2 < ..
+//! < sk` cut the seqno space into stripes `[0, s1]`, `(s1, s2]`, ..,
+//! `(sk, MAX]`; every reader (each snapshot, and the latest view) sees
+//! either all of a stripe or none of it. So, for each user key:
+//! - in each stripe only the newest version is kept: the others are hidden
+//!   from every reader by it;
+//! - a version covered by a range tombstone newer than it in the same
+//!   stripe is dropped (every reader that sees the version sees the
+//!   tombstone);
+//! - a point deletion in the oldest stripe is dropped when the output is
+//!   `bottommost` (nothing below can hold an older version for it to hide);
+//!   the older versions it hid are in that stripe too, and go with it;
+//! - the compaction filter sees a key's newest version only when it is a
+//!   `Put` newer than every snapshot (in the top stripe, which with no
+//!   snapshots is the whole history): no snapshot can see that version, so
+//!   removing or changing it changes nothing a snapshot reads. `Remove`
+//!   turns the version into a point deletion, which then follows the rule
+//!   above (dropped only at bottommost in the oldest stripe);
+//! - nothing is ever reordered, and sequence numbers are kept.
+//!
+//! Range tombstones travel beside the point stream. One older than every
+//! snapshot is dropped at bottommost (what it covered is dropped with it,
+//! and nothing lies below); every other one is carried into each output
+//! file whose key range it meets, truncated to that range. The outputs
+//! partition the user-key space: file `j` covers `[lo_j, hi_j)` where
+//! `hi_j = lo_{j+1}` is the immediate successor (`key ++ 0x00`) of file
+//! `j`'s last user key, the first file starts at the bottom and the last
+//! ends at the top. So a tombstone over a gap between two files' keys
+//! stays in the file after the gap, where a reader consulting the files
+//! for a key in the gap (of a lower level) finds it, and the files' ranges
+//! stay disjoint. A file's smallest and largest keys cover the tombstones
+//! it holds: a tombstone start is `(start, seqno, RangeDelete)`; an end not
+//! cut at `hi_j` is the sentinel `(end, MAX_SEQNO, RangeDelete)`, which the
+//! version reads as an inclusive bound one key wider than needed (harmless:
+//! a compaction of that range takes the neighbour that starts at `end`).
+//!
+//! Output cutting: a file is closed once its estimated size reaches
+//! `target_file_bytes`, at the next change of user key: two versions of one
+//! user key are never split between files, so that L1+ files never share a
+//! user key. Each file is synced by the SST writer; the directory is synced
+//! once after the last. On any error the files already written are removed
+//! and the error returned.
+
+use std::path::{Path, PathBuf};
+
+use strata_fs::FileSystem;
+
+use super::rate_limiter::RateLimiter;
+use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, RangeTombstone, RangeTombstoneSet};
+use crate::key::{self, InternalKey, SeqNo, ValueKind, MAX_SEQNO};
+use crate::sst::{SstWriter, SstWriterOptions};
+use crate::version::{FileDesc, FileNumber};
+
+/// Bytes of output written between two rate-limiter requests.
+const RATE_CHUNK_BYTES: u64 = 64 << 10;
+
+/// Decides the fate of a key's newest value during compaction (the user's
+/// hook, e.g. TiKV's MVCC garbage collection); see the module doc for which
+/// versions it is shown.
+pub trait CompactionFilter: Send + Sync {
+    /// The filter's name, for logs.
+    fn name(&self) -> &str;
+    /// Returns what to do with `value` of `user_key`, being written to
+    /// `level`.
+    fn filter(&self, level: u8, user_key: &[u8], value: &[u8]) -> FilterDecision;
+}
+
+/// What a compaction filter decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterDecision {
+    /// Write the version unchanged.
+    Keep,
+    /// Delete the key: a point deletion is written at the version's seqno
+    /// (nothing at all when that deletion may itself be dropped).
+    Remove,
+    /// Write this value instead, at the same seqno.
+    ChangeValue(Vec<u8>),
+}
+
+/// Where and how a sorted run is written.
+#[derive(Clone)]
+pub struct OutputContext<'a> {
+    /// The file system of the outputs.
+    pub fs: &'a dyn FileSystem,
+    /// The directory of the outputs (synced once after them).
+    pub dir: &'a Path,
+    /// The layout of each output file.
+    pub writer_options: SstWriterOptions,
+    /// Size at which an output file is closed (at the next user key).
+    pub target_file_bytes: u64,
+    /// Allocates the number of each output file.
+    pub new_file_number: &'a dyn Fn() -> FileNumber,
+    /// The live snapshots' seqnos (any order; sorted here).
+    pub snapshots: &'a [SeqNo],
+    /// No level below the output holds data in the run's key range.
+    pub bottommost: bool,
+    /// The compaction filter, if any.
+    pub filter: Option<&'a dyn CompactionFilter>,
+    /// The level the outputs go to (shown to the filter).
+    pub output_level: u8,
+    /// Paces the bytes written, if set.
+    pub rate_limiter: Option<&'a RateLimiter>,
+}
+
+impl std::fmt::Debug for OutputContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputContext")
+            .field("dir", &self.dir)
+            .field("target_file_bytes", &self.target_file_bytes)
+            .field("snapshots", &self.snapshots)
+            .field("bottommost", &self.bottommost)
+            .field("filter", &self.filter.map(|x| x.name().to_string()))
+            .field("output_level", &self.output_level)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts of one sorted run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Point entries read from the input.
+    pub entries_in: u64,
+    /// Point entries written.
+    pub entries_out: u64,
+    /// Point entries dropped (hidden, covered, deleted or filtered out).
+    pub entries_dropped: u64,
+    /// Range tombstones given.
+    pub range_tombstones_in: u64,
+    /// Range tombstones dropped at bottommost.
+    pub range_tombstones_dropped: u64,
+    /// Bytes of the output files.
+    pub bytes_written: u64,
+}
+
+/// Returns the name of SST file `number` in its directory.
+pub fn sst_file_name(number: FileNumber) -> String {
+    format!("{number:016x}.sst")
+}
+
+/// Writes the entries of `input` (positioned anywhere; it is rewound) and
+/// `range_tombstones` as a sorted run of SST files, applying the rules of
+/// the module doc, and returns the files' descriptions in key order.
+pub fn write_sorted_run(
+    input: &mut dyn InternalIterator,
+    range_tombstones: Vec<RangeTombstone>,
+    ctx: &OutputContext,
+) -> Result<Vec<FileDesc>> {
+    write_sorted_run_with_stats(input, range_tombstones, ctx).map(|(files, _)| files)
+}
+
+/// [`write_sorted_run`], with the run's counts.
+pub fn write_sorted_run_with_stats(
+    input: &mut dyn InternalIterator,
+    range_tombstones: Vec<RangeTombstone>,
+    ctx: &OutputContext,
+) -> Result<(Vec<FileDesc>, RunStats)> {
+    let mut out = Outputs::new(ctx);
+    match run(input, range_tombstones, ctx, &mut out) {
+        Ok(stats) => Ok((out.done, stats)),
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
+}
+
+fn run(
+    input: &mut dyn InternalIterator,
+    range_tombstones: Vec<RangeTombstone>,
+    ctx: &OutputContext,
+    out: &mut Outputs,
+) -> Result<RunStats> {
+    if ctx.target_file_bytes == 0 {
+        return Err(Error::InvalidArgument(
+            "sorted run: target_file_bytes must be above 0".into(),
+        ));
+    }
+    ctx.writer_options.validate()?;
+    let mut stats = RunStats {
+        range_tombstones_in: range_tombstones.len() as u64,
+        ..RunStats::default()
+    };
+    let stripes = Stripes::new(ctx.snapshots);
+    // One fragmented view per stripe: a version is covered in its stripe
+    // when the newest tombstone at or below the stripe's top is newer.
+    let covering: Vec<RangeTombstoneSet> = stripes
+        .uppers
+        .iter()
+        .map(|&u| RangeTombstoneSet::new(&range_tombstones, u))
+        .collect();
+    let mut kept: Vec<RangeTombstone> = range_tombstones
+        .into_iter()
+        .filter(|t| t.start < t.end && !(ctx.bottommost && stripes.of(t.seqno) == 0))
+        .collect();
+    kept.sort_by(|a, b| (&a.start, b.seqno, &a.end).cmp(&(&b.start, a.seqno, &b.end)));
+    kept.dedup();
+    stats.range_tombstones_dropped = stats.range_tombstones_in - kept.len() as u64;
+    out.tombstones = kept;
+
+    let mut user_key: Vec<u8> = Vec::new();
+    let mut seen_stripe: Option<usize> = None;
+    input.seek_to_first()?;
+    while input.valid() {
+        stats.entries_in += 1;
+        let (uk, seqno, kind) = key::parse(input.key()).map_err(|e| {
+            Error::corruption(
+                ctx.dir,
+                0,
+                format!("sorted run input: bad internal key: {e}"),
+            )
+        })?;
+        if kind == ValueKind::RangeDelete {
+            return Err(Error::corruption(
+                ctx.dir,
+                0,
+                "sorted run input: a range tombstone in the point stream",
+            ));
+        }
+        let newest = seen_stripe.is_none() || uk != user_key.as_slice();
+        if newest {
+            user_key.clear();
+            user_key.extend_from_slice(uk);
+            seen_stripe = None;
+        }
+        let stripe = stripes.of(seqno);
+        // An older version in a stripe already seen is hidden by the newer.
+        let hidden = seen_stripe == Some(stripe);
+        seen_stripe = Some(stripe);
+        if hidden || covering[stripe].covers(uk, seqno) {
+            stats.entries_dropped += 1;
+            input.next()?;
+            continue;
+        }
+        let mut kind = kind;
+        let changed;
+        let mut value: &[u8] = input.value();
+        if let (Some(filter), ValueKind::Put, true) = (ctx.filter, kind, newest) {
+            if stripe == stripes.top() {
+                match filter.filter(ctx.output_level, uk, value) {
+                    FilterDecision::Keep => {}
+                    FilterDecision::Remove => {
+                        kind = ValueKind::Delete;
+                        value = &[];
+                    }
+                    FilterDecision::ChangeValue(v) => {
+                        changed = v;
+                        value = &changed;
+                    }
+                }
+            }
+        }
+        if kind == ValueKind::Delete && ctx.bottommost && stripe == 0 {
+            stats.entries_dropped += 1;
+            input.next()?;
+            continue;
+        }
+        let ikey = InternalKey::new(uk, seqno, kind);
+        out.add(ikey.encoded(), value)?;
+        stats.entries_out += 1;
+        input.next()?;
+    }
+    out.finish()?;
+    stats.bytes_written = out.done.iter().map(|d| d.size).sum();
+    Ok(stats)
+}
+
+/// The snapshot stripes; stripe 0 is the oldest.
+struct Stripes {
+    /// The top seqno of each stripe: the sorted snapshots, then MAX_SEQNO.
+    uppers: Vec<SeqNo>,
+}
+
+impl Stripes {
+    fn new(snapshots: &[SeqNo]) -> Stripes {
+        let mut uppers: Vec<SeqNo> = snapshots
+            .iter()
+            .copied()
+            .filter(|&s| s < MAX_SEQNO)
+            .collect();
+        uppers.sort_unstable();
+        uppers.dedup();
+        uppers.push(MAX_SEQNO);
+        Stripes { uppers }
+    }
+
+    fn of(&self, seqno: SeqNo) -> usize {
+        self.uppers.partition_point(|&u| u < seqno).min(self.top())
+    }
+
+    fn top(&self) -> usize {
+        self.uppers.len() - 1
+    }
+}
+
+/// The file being written.
+struct Current {
+    writer: SstWriter,
+    number: FileNumber,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+    /// Bytes already charged to the rate limiter.
+    charged: u64,
+}
+
+/// The output files of a run.
+struct Outputs<'c, 'a> {
+    ctx: &'c OutputContext<'a>,
+    /// Finished files.
+    done: Vec<FileDesc>,
+    /// Every path created (finished or not), removed if the run fails.
+    created: Vec<PathBuf>,
+    current: Option<Current>,
+    /// The inclusive lower bound of the next file's key range (None: the
+    /// bottom of the key space).
+    lower: Option<Vec<u8>>,
+    /// The range tombstones to write, by start.
+    tombstones: Vec<RangeTombstone>,
+}
+
+impl<'c, 'a> Outputs<'c, 'a> {
+    fn new(ctx: &'c OutputContext<'a>) -> Self {
+        Outputs {
+            ctx,
+            done: Vec::new(),
+            created: Vec::new(),
+            current: None,
+            lower: None,
+            tombstones: Vec::new(),
+        }
+    }
+
+    fn open(&mut self) -> Result<Current> {
+        let number = (self.ctx.new_file_number)();
+        let path = self.ctx.dir.join(sst_file_name(number));
+        // Listed before creation: a failed create may still leave a file.
+        self.created.push(path.clone());
+        let writer = SstWriter::create(self.ctx.fs, &path, self.ctx.writer_options.clone())?;
+        Ok(Current {
+            writer,
+            number,
+            first_key: Vec::new(),
+            last_key: Vec::new(),
+            charged: 0,
+        })
+    }
+
+    fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if let Some(cur) = &self.current {
+            let same_key = cur.last_key[..cur.last_key.len() - key::TRAILER_LEN]
+                == ikey[..ikey.len() - key::TRAILER_LEN];
+            if !same_key && cur.writer.estimated_file_size() >= self.ctx.target_file_bytes {
+                let mut hi = cur.last_key[..cur.last_key.len() - key::TRAILER_LEN].to_vec();
+                hi.push(0);
+                self.close(Some(hi))?;
+            }
+        }
+        if self.current.is_none() {
+            let cur = self.open()?;
+            self.current = Some(cur);
+        }
+        let cur = self.current.as_mut().expect("opened above");
+        cur.writer.add(ikey, value)?;
+        if cur.first_key.is_empty() {
+            cur.first_key = ikey.to_vec();
+        }
+        cur.last_key.clear();
+        cur.last_key.extend_from_slice(ikey);
+        if let Some(limiter) = self.ctx.rate_limiter {
+            let written = cur.writer.estimated_file_size();
+            if written >= cur.charged + RATE_CHUNK_BYTES {
+                limiter.request(written - cur.charged);
+                cur.charged = written;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes the current file, whose key range ends before `hi` (None:
+    /// the top of the key space), with the tombstones that meet its range.
+    fn close(&mut self, hi: Option<Vec<u8>>) -> Result<()> {
+        let Some(mut cur) = self.current.take() else {
+            return Ok(());
+        };
+        let lo = self.lower.take();
+        let mut smallest: Option<InternalKey> = (!cur.first_key.is_empty())
+            .then(|| InternalKey::decode(&cur.first_key).expect("added keys parse"));
+        let mut largest: Option<InternalKey> = (!cur.last_key.is_empty())
+            .then(|| InternalKey::decode(&cur.last_key).expect("added keys parse"));
+        for t in &self.tombstones {
+            let start = match &lo {
+                Some(lo) if lo > &t.start => lo.as_slice(),
+                _ => t.start.as_slice(),
+            };
+            let (end, cut) = match &hi {
+                Some(hi) if hi < &t.end => (hi.as_slice(), true),
+                _ => (t.end.as_slice(), false),
+            };
+            if start >= end {
+                continue;
+            }
+            cur.writer.add_range_delete(start, end, t.seqno)?;
+            let s = InternalKey::new(start, t.seqno, ValueKind::RangeDelete);
+            if smallest.as_ref().is_none_or(|k| s < *k) {
+                smallest = Some(s);
+            }
+            // An end cut at `hi` covers only keys up to the file's last
+            // point key, which `largest` already holds.
+            if !cut {
+                let e = InternalKey::new(end, MAX_SEQNO, ValueKind::RangeDelete);
+                if largest.as_ref().is_none_or(|k| e > *k) {
+                    largest = Some(e);
+                }
+            }
+        }
+        let info = cur.writer.finish()?;
+        if let Some(limiter) = self.ctx.rate_limiter {
+            limiter.request(info.file_size.saturating_sub(cur.charged));
+        }
+        let (Some(smallest), Some(largest)) = (smallest, largest) else {
+            return Err(Error::InvalidArgument(format!(
+                "sorted run: output {} would be empty",
+                cur.number
+            )));
+        };
+        self.done.push(FileDesc {
+            number: cur.number,
+            size: info.file_size,
+            smallest,
+            largest,
+            smallest_seqno: info.properties.smallest_seqno,
+            largest_seqno: info.properties.largest_seqno,
+        });
+        self.lower = hi;
+        Ok(())
+    }
+
+    /// Closes the last file (opening one for tombstones alone if they reach
+    /// past the last point key) and syncs the directory.
+    fn finish(&mut self) -> Result<()> {
+        if self.current.is_none() {
+            let lo = self.lower.as_deref();
+            if self
+                .tombstones
+                .iter()
+                .any(|t| lo.is_none_or(|lo| lo < t.end.as_slice()))
+            {
+                let cur = self.open()?;
+                self.current = Some(cur);
+            }
+        }
+        self.close(None)?;
+        if !self.created.is_empty() {
+            self.ctx
+                .fs
+                .sync_dir(self.ctx.dir)
+                .map_err(Error::io("sync directory", self.ctx.dir))?;
+        }
+        Ok(())
+    }
+
+    /// Removes every file the run created; the run's error is what the
+    /// caller needs, so a failure to remove is ignored (the engine deletes
+    /// files no version names at its next start).
+    fn abandon(&mut self) {
+        self.current = None;
+        for path in &self.created {
+            let _ = self.ctx.fs.remove(path);
+        }
+        self.done.clear();
+    }
+}
