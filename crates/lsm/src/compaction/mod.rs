@@ -26,8 +26,8 @@ pub use flush::flush_memtables;
 pub use job::{run_compaction, CompactionStats};
 pub use options::CompactionOptions;
 pub use output::{
-    sst_file_name, write_sorted_run, write_sorted_run_with_stats, CompactionFilter, FilterDecision,
-    OutputContext, RunStats,
+    sst_file_name, write_sorted_run, write_sorted_run_with_stats, CollectorFactory,
+    CompactionFilter, FilterDecision, OutputContext, RunStats,
 };
 pub use picker::{
     base_level, level_targets, pending_compaction_bytes, pick, pick_manual, Compaction,

@@ -105,7 +105,13 @@ pub struct OutputContext<'a> {
     pub output_level: u8,
     /// Paces the bytes written, if set.
     pub rate_limiter: Option<&'a RateLimiter>,
+    /// Makes the properties collectors of each output file (user
+    /// properties: TiKV's MVCC and range statistics live there).
+    pub collectors: Option<&'a CollectorFactory>,
 }
+
+/// Makes a fresh set of properties collectors for one file.
+pub type CollectorFactory = dyn Fn() -> Vec<Box<dyn crate::sst::PropertiesCollector>> + Send + Sync;
 
 impl std::fmt::Debug for OutputContext<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -339,7 +345,12 @@ impl<'c, 'a> Outputs<'c, 'a> {
         let path = self.ctx.dir.join(sst_file_name(number));
         // Listed before creation: a failed create may still leave a file.
         self.created.push(path.clone());
-        let writer = SstWriter::create(self.ctx.fs, &path, self.ctx.writer_options.clone())?;
+        let mut writer = SstWriter::create(self.ctx.fs, &path, self.ctx.writer_options.clone())?;
+        if let Some(make) = self.ctx.collectors {
+            for c in make() {
+                writer.add_collector(c)?;
+            }
+        }
         Ok(Current {
             writer,
             number,

@@ -44,6 +44,7 @@ impl DbInner {
                 .map(|f| &**f as &dyn compaction::CompactionFilter),
             output_level,
             rate_limiter: Some(&self.rate_limiter),
+            collectors: self.hooks.properties_collectors.get(&cf.name).map(|f| &**f),
         }
     }
 

@@ -72,6 +72,10 @@ pub struct Hooks {
     pub compaction_filters: std::collections::HashMap<String, Arc<dyn CompactionFilter>>,
     /// Told of every finished flush and compaction.
     pub listeners: Vec<Arc<dyn EventListener>>,
+    /// What fills the user properties of each SST file a family's flushes
+    /// and compactions write, by family name.
+    pub properties_collectors:
+        std::collections::HashMap<String, Arc<crate::compaction::CollectorFactory>>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -82,6 +86,10 @@ impl std::fmt::Debug for Hooks {
                 &self.compaction_filters.keys().collect::<Vec<_>>(),
             )
             .field("listeners", &self.listeners.len())
+            .field(
+                "properties_collectors",
+                &self.properties_collectors.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

@@ -251,6 +251,7 @@ pub(super) fn open(
             filter: None,
             output_level: 0,
             rate_limiter: None,
+            collectors: None,
         };
         let files = compaction::flush_memtables(std::slice::from_ref(mem), &ctx)?;
         report.flushed_files += files.len();

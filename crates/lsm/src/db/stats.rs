@@ -139,6 +139,22 @@ impl Db {
         }
     }
 
+    /// The properties of every SST file of `cf` (its live version), by file
+    /// number: counts, key and seqno ranges, and the collectors' user
+    /// properties.
+    pub fn table_properties(
+        &self,
+        cf: &ColumnFamily,
+    ) -> Result<Vec<(crate::version::FileNumber, crate::sst::Properties)>> {
+        let inner = self.inner();
+        inner.check_open()?;
+        let rs = cf.live()?.installer.load_full();
+        rs.version
+            .iter()
+            .map(|(_, f)| Ok((f.number(), inner.open_table(f)?.properties().clone())))
+            .collect()
+    }
+
     /// A property of `cf` by name, or `None` for a name it does not know:
     /// - `strata.num-files-at-level<N>`, `strata.bytes-at-level<N>`;
     /// - `strata.num-immutable-memtables`, `strata.memtable-bytes`;

@@ -125,6 +125,7 @@ pub fn context<'a>(
         filter: None,
         output_level: 1,
         rate_limiter: None,
+        collectors: None,
     }
 }
 
