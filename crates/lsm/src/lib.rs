@@ -32,6 +32,7 @@ pub mod read_state;
 pub mod seq;
 pub mod sst;
 pub mod version;
+pub mod wal;
 
 pub use batch::{BatchItem, DecodedBatch, WriteBatch};
 pub use column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
@@ -50,6 +51,8 @@ pub use sst::{
     Compression, Properties, PropertiesCollector, SstFileInfo, SstIter, SstReader, SstWriter,
     SstWriterOptions,
 };
+/// What replay does with damaged records: the mode every Strata log shares.
+pub use strata_log::RecoveryMode;
 pub use version::{
     BuiltVersion, EditError, FileDesc, FileMeta, FileNumber, Level, ObsoleteFiles, Version,
     VersionBuilder, VersionEdit, NUM_LEVELS_DEFAULT,
