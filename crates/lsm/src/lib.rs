@@ -27,6 +27,7 @@ pub mod column_family;
 pub mod error;
 pub mod iter;
 pub mod key;
+pub mod manifest;
 pub mod memtable;
 pub mod read_state;
 pub mod seq;
