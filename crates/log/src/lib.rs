@@ -1,7 +1,14 @@
-//! The pieces Strata's log-structured engines share. raftlog's log files and
-//! the lsm's write-ahead log both serve many concurrent writers with one
-//! append and one sync per group of them: [`group_commit::WriteQueue`].
+//! The pieces Strata's log-structured engines share.
+//!
+//! - [`record`]: segmented record files, the on-disk format of raftlog's log
+//!   files and of the lsm's write-ahead log and manifest: a file header, then
+//!   checksummed records ended by an end marker; the scanner that reads them
+//!   back and the appender that writes them.
+//! - [`group_commit::WriteQueue`]: one append and one sync serve a group of
+//!   concurrent writers.
 
 pub mod group_commit;
+pub mod record;
 
 pub use group_commit::{Served, WriteQueue, Writer};
+pub use record::RecoveryMode;

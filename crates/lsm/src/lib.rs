@@ -28,11 +28,13 @@ pub mod compaction;
 pub mod error;
 pub mod iter;
 pub mod key;
+pub mod manifest;
 pub mod memtable;
 pub mod read_state;
 pub mod seq;
 pub mod sst;
 pub mod version;
+pub mod wal;
 
 pub use batch::{BatchItem, DecodedBatch, WriteBatch};
 pub use column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
@@ -56,16 +58,15 @@ pub use sst::{
     Compression, Properties, PropertiesCollector, SstFileInfo, SstIter, SstReader, SstWriter,
     SstWriterOptions,
 };
+/// What replay does with damaged records: the mode every Strata log shares.
+pub use strata_log::RecoveryMode;
 pub use version::{
     BuiltVersion, EditError, FileDesc, FileMeta, FileNumber, Level, ObsoleteFiles, Version,
     VersionBuilder, VersionEdit, NUM_LEVELS_DEFAULT,
 };
 pub mod db;
-pub mod manifest;
-pub mod wal;
 
 pub use db::{
     ColumnFamily, ColumnFamilyOptions, CompactionInfo, Db, DbIterator, EventListener, FlushInfo,
     Hooks, Options, ReadOptions, RecoveryReport, Snapshot, Statistics, WriteOptions,
 };
-pub use wal::RecoveryMode;

@@ -4,20 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-/// What recovery does with damaged records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum RecoveryMode {
-    /// Any damaged record fails `open`.
-    AbsoluteConsistency,
-    /// A damaged record at the very end of a queue's last file is taken for a
-    /// torn write and cut off; damage anywhere else fails `open`.
-    #[default]
-    TolerateTailCorruption,
-    /// Damage anywhere cuts the damaged file at that point; `open` succeeds and
-    /// the recovery report lists every cut.
-    TolerateAnyCorruption,
-}
+/// What recovery does with damaged records: the mode every Strata log shares,
+/// re-exported here so raftlog's configuration keeps its name.
+pub use strata_log::RecoveryMode;
 
 /// Engine configuration. Loadable from TOML; every field has a default, and
 /// [`Config::validate`] enforces the bounds documented on each.

@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_codec::{crc32c, lz4_decompress};
+use strata_codec::crc32c;
 use strata_fs::{File, FileSystem};
+use strata_log::record::verify_payload;
 
 use crate::format::{
-    encode_file_header, FileId, HeaderCheck, Queue, RecordHeader, CODEC_LZ4, FILE_HEADER_LEN,
+    encode_file_header, FileId, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN,
     RECORD_HEADER_LEN, RECYCLE_PREFIX,
 };
 use crate::index::RecordLoc;
@@ -319,22 +320,4 @@ pub(crate) fn decode_record(buf: Vec<u8>, file_id: u64) -> std::result::Result<P
         buf,
         start: RECORD_HEADER_LEN,
     })
-}
-
-/// Checks a payload against its header and decompresses it; an uncompressed
-/// payload is returned borrowed.
-pub(crate) fn verify_payload<'a>(
-    h: &RecordHeader,
-    stored: &'a [u8],
-) -> std::result::Result<Cow<'a, [u8]>, String> {
-    if crc32c(stored) != h.payload_crc {
-        return Err("payload checksum mismatch".into());
-    }
-    if h.codec == CODEC_LZ4 {
-        lz4_decompress(stored, h.raw_len as usize)
-            .map(Cow::Owned)
-            .map_err(|e| e.to_string())
-    } else {
-        Ok(Cow::Borrowed(stored))
-    }
 }

@@ -8,3 +8,4 @@
 //! under test or from an assertion here, is a bug.
 
 pub mod decoders;
+pub mod log_files;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::compaction::CompactionOptions;
 use crate::error::{Error, Result};
 use crate::sst::SstWriterOptions;
-use crate::wal::RecoveryMode;
+use strata_log::RecoveryMode;
 
 /// Options of the whole engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,65 +1,84 @@
-//! TEMPORARY STUB (replaced by the real WAL on merge).
-#![allow(missing_docs, unused_variables, clippy::missing_errors_doc)]
-use crate::Result;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use strata_fs::FileSystem;
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecoveryMode {
-    AbsoluteConsistency,
-    #[default]
-    TolerateTailCorruption,
-    TolerateAnyCorruption,
-}
+//! The write-ahead log: every write batch is appended here, as one record of
+//! a record file (`docs/format/record_file.md`, `docs/format/wal.md`), before
+//! it reaches a memtable; replay after a crash rebuilds the memtables.
+//!
+//! Files are named `{number:016x}.wal`; numbers come from the engine's shared
+//! file-number space (SSTs and manifests take numbers too), so they ascend
+//! but are not consecutive.
+//!
+//! Invariants:
+//! - The engine syncs a WAL file before it creates the next one, so only the
+//!   last file can hold unsynced bytes: damage in any other file is damage to
+//!   synced data.
+//! - A file's header and end marker, and its directory entry, are durable
+//!   before [`WalWriter::create`] returns: a last file that cannot show a
+//!   header was never given a record.
+//! - Replay applies a prefix of the records, in order: it never applies a
+//!   record after a damaged one.
+
+mod replay;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+use strata_log::record::FileFormat;
+
+pub use replay::replay;
+pub use writer::WalWriter;
+
+/// The record-file format of WAL files.
+pub const WAL_FORMAT: FileFormat = FileFormat {
+    magic: *b"STRATAWL",
+    name: "lsm WAL",
+    version: 1,
+    supported_versions: &[1],
+};
+/// The file kind byte of every WAL file (the format has one kind).
+pub const WAL_FILE_KIND: u8 = 0;
+/// Payloads at least this large are LZ4-compressed when that saves an eighth.
+pub const WAL_COMPRESS_MIN_BYTES: usize = 4 << 10;
+
+const SUFFIX: &str = ".wal";
+
+/// The name of WAL file `number`: 16 lowercase hex digits and `.wal`.
 pub fn wal_file_name(number: u64) -> String {
-    format!("{number:016x}.wal")
+    format!("{number:016x}{SUFFIX}")
 }
+
+/// Parses a name made by [`wal_file_name`]; any other name is `None`.
 pub fn parse_wal_file_name(name: &str) -> Option<u64> {
-    None
+    let stem = name.strip_suffix(SUFFIX)?;
+    // Exactly what `wal_file_name` writes: `from_str_radix` alone would take
+    // a sign or upper case, and two names would then mean one number.
+    if stem.len() != 16 || !stem.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    u64::from_str_radix(stem, 16).ok()
 }
-#[derive(Debug)]
-pub struct WalWriter {
-    p: PathBuf,
-}
-impl WalWriter {
-    pub fn create(fs: Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<WalWriter> {
-        panic!()
-    }
-    pub fn number(&self) -> u64 {
-        0
-    }
-    pub fn path(&self) -> &Path {
-        &self.p
-    }
-    pub fn append(&mut self, payloads: &[&[u8]]) -> Result<()> {
-        Ok(())
-    }
-    pub fn sync(&mut self) -> Result<()> {
-        Ok(())
-    }
-    pub fn bytes(&self) -> u64 {
-        0
-    }
-}
+
+/// Where replay stopped reading a file, and why: the end of a power cut's
+/// unsynced tail, or (in `TolerateAnyCorruption`) damage it stepped over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalCut {
+    /// The file.
     pub path: PathBuf,
+    /// Where its data stopped being used.
     pub offset: u64,
+    /// What was found there.
     pub reason: String,
 }
+
+/// What a replay did.
 #[derive(Debug, Clone, Default)]
 pub struct WalReplay {
+    /// The numbers of the files whose records were replayed (or that were
+    /// found empty), ascending. Files after a stop are not listed.
     pub files: Vec<u64>,
+    /// Records passed to the caller.
     pub records: u64,
+    /// Every cut, in order.
     pub cuts: Vec<WalCut>,
-}
-pub fn replay(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    min_number: u64,
-    mode: RecoveryMode,
-    f: impl FnMut(u64, &[u8]) -> Result<()>,
-) -> Result<WalReplay> {
-    panic!()
 }

@@ -1,0 +1,181 @@
+//! Appending records to one file: every append is one `write_at` of its
+//! records followed by the end marker, and every record header carries the
+//! `synced_end` its appender's last sync established.
+//!
+//! Invariants:
+//! - Bytes before `synced_end` are durable; `synced_end <= offset`.
+//! - The end marker always follows the last record written, so a reader
+//!   stops cleanly there whatever the file held before.
+//! - After a failed write or sync nothing is known about the file's tail: the
+//!   appender refuses every later call, and its owner must start a new file
+//!   (or reopen and recover) rather than pretend.
+
+use std::io;
+use std::sync::Arc;
+
+use strata_codec::{crc32c, looks_incompressible, lz4_compress};
+use strata_fs::File;
+
+use super::format::{
+    FileFormat, RecordHeader, CODEC_LZ4, CODEC_NONE, END_MARKER, FILE_HEADER_LEN,
+    RECORD_HEADER_LEN, RECORD_PAYLOAD_MAX,
+};
+
+/// Writes records at the end of one record file.
+#[derive(Debug)]
+pub struct Appender {
+    file: Arc<dyn File>,
+    file_id: u64,
+    /// Where the next record goes (the end marker's offset).
+    offset: u64,
+    /// Every byte before this offset was durable at the last sync.
+    synced_end: u64,
+    /// Payloads at least this large are LZ4-compressed when that saves an
+    /// eighth; `None` never compresses.
+    compress_min_bytes: Option<usize>,
+    /// Set by a failed write or sync.
+    failed: bool,
+}
+
+impl Appender {
+    /// Starts a new file: writes its header and the end marker at offset 0 and
+    /// syncs the file (`sync_all`: its length is metadata). The caller syncs
+    /// the directory entry.
+    pub fn create(
+        file: Arc<dyn File>,
+        format: &FileFormat,
+        kind: u8,
+        file_id: u64,
+        compress_min_bytes: Option<usize>,
+    ) -> io::Result<Appender> {
+        let mut head = format.encode_header(kind, file_id).to_vec();
+        head.extend_from_slice(&END_MARKER);
+        file.write_at(0, &head)?;
+        file.sync_all()?;
+        Ok(Appender {
+            file,
+            file_id,
+            offset: FILE_HEADER_LEN as u64,
+            synced_end: FILE_HEADER_LEN as u64,
+            compress_min_bytes,
+            failed: false,
+        })
+    }
+
+    /// The file's id, in every record header.
+    pub fn file_id(&self) -> u64 {
+        self.file_id
+    }
+
+    /// Bytes of header and records in the file so far (the end marker not
+    /// counted).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Every byte before this offset is durable.
+    pub fn synced_end(&self) -> u64 {
+        self.synced_end
+    }
+
+    /// The file being written.
+    pub fn file(&self) -> &Arc<dyn File> {
+        &self.file
+    }
+
+    /// Bytes `payloads` would take as records, at most (uncompressed).
+    pub fn records_len(payloads: &[&[u8]]) -> u64 {
+        payloads
+            .iter()
+            .map(|p| (RECORD_HEADER_LEN + p.len()) as u64)
+            .sum()
+    }
+
+    /// Appends one record per payload, in one write followed by the end
+    /// marker; syncs nothing. Refuses (`InvalidInput`, before writing) a
+    /// payload over [`RECORD_PAYLOAD_MAX`] or records that would take the
+    /// file past 4 GiB, where `synced_end` no longer fits its field.
+    pub fn append(&mut self, payloads: &[&[u8]]) -> io::Result<()> {
+        self.usable()?;
+        if let Some(p) = payloads
+            .iter()
+            .find(|p| p.len() > RECORD_PAYLOAD_MAX as usize)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a payload of {} bytes is over the limit {RECORD_PAYLOAD_MAX}",
+                    p.len()
+                ),
+            ));
+        }
+        let end = self.offset + Self::records_len(payloads) + RECORD_HEADER_LEN as u64;
+        if end > u32::MAX as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("appending would take the file to {end} bytes, over 4 GiB"),
+            ));
+        }
+        let mut buf = Vec::with_capacity((end - self.offset) as usize);
+        for payload in payloads {
+            self.encode_record(payload, &mut buf);
+        }
+        let records = buf.len() as u64;
+        buf.extend_from_slice(&END_MARKER);
+        if let Err(e) = self.file.write_at(self.offset, &buf) {
+            self.failed = true;
+            return Err(e);
+        }
+        self.offset += records;
+        Ok(())
+    }
+
+    /// Makes every appended byte durable (`sync_data`) and advances
+    /// `synced_end` to the end of the records.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.usable()?;
+        if let Err(e) = self.file.sync_data() {
+            // The kernel may have dropped the dirty pages: what the file holds
+            // is unknown (fsync errors are not retried).
+            self.failed = true;
+            return Err(e);
+        }
+        self.synced_end = self.offset;
+        Ok(())
+    }
+
+    fn usable(&self) -> io::Result<()> {
+        if self.failed {
+            return Err(io::Error::other(
+                "an earlier write or sync of this file failed",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Encodes one record (header and stored payload) onto `out`.
+    fn encode_record(&self, payload: &[u8], out: &mut Vec<u8>) {
+        let compressed = self
+            .compress_min_bytes
+            .filter(|min| payload.len() >= *min && !looks_incompressible(payload))
+            .map(|_| lz4_compress(payload))
+            // Kept only when it saves at least an eighth: otherwise the
+            // reader's decompression costs more than the bytes saved.
+            .filter(|c| !c.is_empty() && c.len() * 8 <= payload.len() * 7);
+        let (stored, codec) = match &compressed {
+            Some(c) => (c.as_slice(), CODEC_LZ4),
+            None => (payload, CODEC_NONE),
+        };
+        // Lengths fit in u32: checked against RECORD_PAYLOAD_MAX by `append`.
+        let header = RecordHeader {
+            file_id: self.file_id,
+            stored_len: stored.len() as u32,
+            raw_len: payload.len() as u32,
+            payload_crc: crc32c(stored),
+            synced_end: self.synced_end as u32,
+            codec,
+        };
+        out.extend_from_slice(&header.encode());
+        out.extend_from_slice(stored);
+    }
+}

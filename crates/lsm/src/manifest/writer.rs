@@ -1,0 +1,145 @@
+//! Writing a manifest and switching `CURRENT` to it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_fs::FileSystem;
+use strata_log::record::{Appender, END_MARKER};
+
+use super::payload::{encode_records, validate};
+use super::{
+    manifest_file_name, ManifestRecord, CURRENT_FILE_NAME, CURRENT_TMP_FILE_NAME,
+    MANIFEST_FILE_KIND, MANIFEST_FORMAT,
+};
+use crate::{Error, Result};
+
+/// Manifest records at least this large are LZ4-compressed when that saves
+/// an eighth (a snapshot of many files is).
+const COMPRESS_MIN_BYTES: usize = 4 << 10;
+
+/// Appends records to the manifest in use.
+///
+/// After a failed write or sync it refuses every later call: the engine must
+/// stop installing versions rather than acknowledge one it may have lost.
+#[derive(Debug)]
+pub struct ManifestWriter {
+    number: u64,
+    path: PathBuf,
+    appender: Appender,
+}
+
+impl ManifestWriter {
+    /// Writes a new manifest file `number` whose first record holds
+    /// `snapshot` (records that rebuild the whole current state), syncs it
+    /// and the directory, then points `CURRENT` at it: writes `CURRENT.tmp`,
+    /// syncs it, renames it over `CURRENT`, syncs the directory. Does not
+    /// remove the old manifest (the caller does, after this returns).
+    ///
+    /// A crash at any point leaves `CURRENT` naming either the old manifest or
+    /// the new one, both whole.
+    pub fn create(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        number: u64,
+        snapshot: &[ManifestRecord],
+    ) -> Result<ManifestWriter> {
+        let payload = checked_payload(snapshot)?;
+        let path = dir.join(manifest_file_name(number));
+        let file = fs.create(&path).map_err(Error::io("create", &path))?;
+        let written = (|| {
+            let mut appender = Appender::create(
+                file,
+                &MANIFEST_FORMAT,
+                MANIFEST_FILE_KIND,
+                number,
+                Some(COMPRESS_MIN_BYTES),
+            )
+            .map_err(Error::io("write header", &path))?;
+            append_synced(&mut appender, &path, &payload)?;
+            fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
+            Ok(appender)
+        })();
+        let appender = match written {
+            Ok(a) => a,
+            Err(e) => {
+                // CURRENT does not name it: a file nothing will read.
+                let _ = fs.remove(&path);
+                return Err(e);
+            }
+        };
+        set_current(&*fs, dir, number)?;
+        Ok(ManifestWriter {
+            number,
+            path,
+            appender,
+        })
+    }
+
+    /// Appends `records` as one record (atomic: all or none after a crash)
+    /// and syncs before returning. Records the decoder would refuse (a bad
+    /// column-family name) are refused before anything is written.
+    pub fn append(&mut self, records: &[ManifestRecord]) -> Result<()> {
+        let payload = checked_payload(records)?;
+        append_synced(&mut self.appender, &self.path, &payload)
+    }
+
+    /// The manifest's number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The manifest's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes in the file so far: header, records and end marker.
+    pub fn bytes(&self) -> u64 {
+        self.appender.offset() + END_MARKER.len() as u64
+    }
+}
+
+fn checked_payload(records: &[ManifestRecord]) -> Result<Vec<u8>> {
+    for record in records {
+        validate(record).map_err(Error::InvalidArgument)?;
+    }
+    Ok(encode_records(records))
+}
+
+fn append_synced(appender: &mut Appender, path: &Path, payload: &[u8]) -> Result<()> {
+    appender.append(&[payload]).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            Error::InvalidArgument(format!("{}: {e}", path.display()))
+        } else {
+            Error::io("write", path)(e)
+        }
+    })?;
+    appender.sync().map_err(Error::io("sync", path))
+}
+
+/// Points `CURRENT` at manifest `number`: a synced `CURRENT.tmp` renamed over
+/// it, then a directory sync, so that `CURRENT` is at every moment the old
+/// content or the new, whole.
+fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
+    let tmp = dir.join(CURRENT_TMP_FILE_NAME);
+    let current = dir.join(CURRENT_FILE_NAME);
+    // A crash may have left one behind; nothing reads it.
+    if fs.exists(&tmp) {
+        fs.remove(&tmp).map_err(Error::io("remove", &tmp))?;
+    }
+    let content = format!("{}\n", manifest_file_name(number));
+    let written = fs
+        .create(&tmp)
+        .and_then(|f| {
+            f.write_at(0, content.as_bytes())?;
+            f.sync_all()
+        })
+        .map_err(Error::io("write", &tmp));
+    if let Err(e) = written {
+        let _ = fs.remove(&tmp);
+        return Err(e);
+    }
+    fs.rename(&tmp, &current)
+        .map_err(Error::io("rename", &tmp))?;
+    fs.sync_dir(dir).map_err(Error::io("sync dir", dir))
+}

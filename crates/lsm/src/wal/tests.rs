@@ -1,0 +1,214 @@
+//! The WAL's bytes and names, and replay's judgement of each kind of end.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use strata_fs::{FileSystem, MemFs};
+
+use super::replay::{judge_file, End};
+use super::*;
+use crate::{Error, RecoveryMode};
+
+const DIR: &str = "/db";
+
+/// Every record replayed: its file's number and its payload.
+type Replayed = Vec<(u64, Vec<u8>)>;
+
+fn fs() -> Arc<MemFs> {
+    let fs = Arc::new(MemFs::new());
+    fs.create_dir_all(Path::new(DIR)).unwrap();
+    fs
+}
+
+fn read(fs: &MemFs, path: &Path) -> Vec<u8> {
+    let f = fs.open(path, false).unwrap();
+    let mut buf = vec![0; f.len().unwrap() as usize];
+    f.read_exact_at(0, &mut buf).unwrap();
+    buf
+}
+
+fn collect(
+    fs: &dyn FileSystem,
+    min: u64,
+    mode: RecoveryMode,
+) -> Result<(Replayed, WalReplay), Error> {
+    let mut got = Vec::new();
+    let r = replay(fs, Path::new(DIR), min, mode, |n, p| {
+        got.push((n, p.to_vec()));
+        Ok(())
+    })?;
+    Ok((got, r))
+}
+
+#[test]
+fn the_worked_example_is_what_the_wal_writes() {
+    // docs/format/record_file.md, "Worked example".
+    let fs = fs();
+    let mut w = WalWriter::create(fs.clone(), Path::new(DIR), 5).unwrap();
+    w.append(&[b"hello"]).unwrap();
+    w.sync().unwrap();
+    w.append(&[b"world!"]).unwrap();
+    let want = "\
+        53 54 52 41 54 41 57 4c 01 00 00 00 05 00 00 00 \
+        00 00 00 00 19 5b 8a e9 ef 59 1f 13 05 00 00 00 \
+        00 00 00 00 05 00 00 00 05 00 00 00 4c bb 71 9a \
+        18 00 00 00 00 00 00 00 68 65 6c 6c 6f 74 4a 5a \
+        16 05 00 00 00 00 00 00 00 06 00 00 00 06 00 00 \
+        00 96 56 99 6d 3d 00 00 00 00 00 00 00 77 6f 72 \
+        6c 64 21 00 00 00 00 00 00 00 00 00 00 00 00 00 \
+        00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 \
+        00 00 00";
+    let want: Vec<u8> = want
+        .split_whitespace()
+        .map(|h| u8::from_str_radix(h, 16).unwrap())
+        .collect();
+    assert_eq!(read(&fs, w.path()), want);
+    assert_eq!(w.bytes(), want.len() as u64);
+    assert_eq!(w.path(), Path::new("/db/0000000000000005.wal"));
+    assert_eq!(w.number(), 5);
+}
+
+#[test]
+fn file_names_round_trip_and_others_are_ignored() {
+    assert_eq!(wal_file_name(0xabc), "0000000000000abc.wal");
+    assert_eq!(parse_wal_file_name("0000000000000abc.wal"), Some(0xabc));
+    assert_eq!(
+        parse_wal_file_name(&wal_file_name(u64::MAX)),
+        Some(u64::MAX)
+    );
+    for bad in [
+        "0000000000000ABC.wal",
+        "+000000000000abc.wal",
+        "000000000000abc.wal",
+        "00000000000000abc.wal",
+        "0000000000000abc.wal.tmp",
+        "0000000000000abc.WAL",
+        "0000000000000abc",
+        ".wal",
+        "../0000000000000abc.wal",
+        "MANIFEST-0000000000000001",
+        "0000000000000abc.sst",
+        "ï¿½000000000000ab.wal",
+    ] {
+        assert_eq!(parse_wal_file_name(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn round_trip_across_files_with_gaps_in_the_numbers() {
+    let fs = fs();
+    let big: Vec<u8> = (0..50_000u32).map(|i| (i % 13) as u8).collect();
+    let mut want = Vec::new();
+    for (number, n) in [(3u64, 2usize), (7, 0), (8, 3), (20, 1)] {
+        let mut w = WalWriter::create(fs.clone(), Path::new(DIR), number).unwrap();
+        for i in 0..n {
+            let p = if i == 1 {
+                big.clone()
+            } else {
+                format!("{number}-{i}").into_bytes()
+            };
+            w.append(&[&p, b"second in the same write"]).unwrap();
+            want.push((number, p));
+            want.push((number, b"second in the same write".to_vec()));
+        }
+        w.sync().unwrap();
+    }
+    // A file that is not a WAL and hostile names beside them.
+    for name in ["0000000000000009.wal.tmp", "LOG", "000000000000000A.wal"] {
+        fs.create(&Path::new(DIR).join(name))
+            .unwrap()
+            .write_at(0, b"junk")
+            .unwrap();
+    }
+    let (got, r) = collect(&*fs, 0, RecoveryMode::AbsoluteConsistency).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(r.files, vec![3, 7, 8, 20]);
+    assert_eq!(r.records, want.len() as u64);
+    assert!(r.cuts.is_empty());
+    let (got, r) = collect(&*fs, 8, RecoveryMode::AbsoluteConsistency).unwrap();
+    assert_eq!(r.files, vec![8, 20]);
+    assert!(got.iter().all(|(n, _)| *n >= 8));
+    // The large compressible payload was stored compressed.
+    let bytes = read(&fs, &Path::new(DIR).join(wal_file_name(8)));
+    assert!(bytes.len() < big.len());
+}
+
+#[test]
+fn errors_of_the_callback_come_back_as_they_are() {
+    let fs = fs();
+    let mut w = WalWriter::create(fs.clone(), Path::new(DIR), 1).unwrap();
+    w.append(&[b"a", b"b"]).unwrap();
+    let r = replay(&*fs, Path::new(DIR), 0, RecoveryMode::default(), |_, p| {
+        if p == b"b" {
+            Err(Error::InvalidArgument("refused by the caller".into()))
+        } else {
+            Ok(())
+        }
+    });
+    assert!(matches!(r, Err(Error::InvalidArgument(m)) if m == "refused by the caller"));
+}
+
+#[test]
+fn an_existing_file_is_not_created_over() {
+    let fs = fs();
+    let mut w = WalWriter::create(fs.clone(), Path::new(DIR), 1).unwrap();
+    w.append(&[b"kept"]).unwrap();
+    w.sync().unwrap();
+    assert!(WalWriter::create(fs.clone(), Path::new(DIR), 1).is_err());
+    let (got, _) = collect(&*fs, 0, RecoveryMode::AbsoluteConsistency).unwrap();
+    assert_eq!(got, vec![(1, b"kept".to_vec())]);
+}
+
+#[test]
+fn unfinished_creations_and_foreign_headers() {
+    let header = WAL_FORMAT.encode_header(WAL_FILE_KIND, 4);
+    let modes = [
+        RecoveryMode::AbsoluteConsistency,
+        RecoveryMode::TolerateTailCorruption,
+        RecoveryMode::TolerateAnyCorruption,
+    ];
+    for mode in modes {
+        // Short or blank last files: a creation a crash cut short.
+        for bytes in [Vec::new(), header[..10].to_vec(), vec![0; 56]] {
+            let r = judge_file(&bytes, 4, true, mode);
+            assert!(matches!(r.end, End::Cut { offset: 0, .. }), "{mode:?}");
+            // Not last: the file was synced whole; damage.
+            let r = judge_file(&bytes, 4, false, mode);
+            let fatal = mode != RecoveryMode::TolerateAnyCorruption;
+            assert_eq!(matches!(r.end, End::Fatal { .. }), fatal, "{mode:?}");
+        }
+        // A whole header with no record: an empty file.
+        let r = judge_file(&header, 4, true, mode);
+        assert_eq!(r.end, End::Clean);
+        // A header that names another file.
+        let r = judge_file(&header, 5, true, mode);
+        let fatal = mode == RecoveryMode::AbsoluteConsistency;
+        assert_eq!(
+            matches!(r.end, End::Fatal { offset: 0, .. }),
+            fatal,
+            "{mode:?}"
+        );
+        // Only a creation writes so few bytes: a longer file with a bad
+        // header is damage.
+        let mut long = vec![0u8; 200];
+        long[..24].copy_from_slice(&header);
+        long[0] ^= 1;
+        let r = judge_file(&long, 4, true, mode);
+        let fatal = mode != RecoveryMode::TolerateAnyCorruption;
+        assert_eq!(matches!(r.end, End::Fatal { .. }), fatal, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_failed_sync_stops_the_writer() {
+    use strata_fs::{FaultFs, Op};
+    let mem = Arc::new(MemFs::new());
+    mem.create_dir_all(Path::new(DIR)).unwrap();
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let mut w = WalWriter::create(ffs.clone(), Path::new(DIR), 1).unwrap();
+    w.append(&[b"a"]).unwrap();
+    ffs.fail_once_after(Op::SyncData, 0, 5);
+    assert!(matches!(w.sync(), Err(Error::Io { op: "sync", .. })));
+    assert!(w.append(&[b"b"]).is_err());
+    assert!(w.sync().is_err());
+}

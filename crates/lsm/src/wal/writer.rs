@@ -1,0 +1,94 @@
+//! Writing one WAL file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_fs::FileSystem;
+use strata_log::record::{Appender, END_MARKER};
+
+use super::{wal_file_name, WAL_COMPRESS_MIN_BYTES, WAL_FILE_KIND, WAL_FORMAT};
+use crate::{Error, Result};
+
+/// Appends write-batch payloads to one WAL file.
+///
+/// After a failed write or sync it refuses every later call: what the file
+/// holds past its last sync is unknown, and the engine must stop writing
+/// rather than acknowledge more.
+#[derive(Debug)]
+pub struct WalWriter {
+    number: u64,
+    path: PathBuf,
+    appender: Appender,
+}
+
+impl WalWriter {
+    /// Creates WAL file `number` in `dir` with its header and end marker;
+    /// syncs the file and the directory. Refuses a file that already exists.
+    pub fn create(fs: Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<WalWriter> {
+        let path = dir.join(wal_file_name(number));
+        let file = fs.create(&path).map_err(Error::io("create", &path))?;
+        let made = Appender::create(
+            file,
+            &WAL_FORMAT,
+            WAL_FILE_KIND,
+            number,
+            Some(WAL_COMPRESS_MIN_BYTES),
+        )
+        .map_err(Error::io("write header", &path))
+        .and_then(|appender| {
+            fs.sync_dir(dir).map_err(Error::io("sync dir", dir))?;
+            Ok(appender)
+        });
+        match made {
+            Ok(appender) => Ok(WalWriter {
+                number,
+                path,
+                appender,
+            }),
+            Err(e) => {
+                // Leave no half-made file to be taken for a log. Whether the
+                // removal is durable does not matter: replay takes a last file
+                // without a readable header for an unfinished creation.
+                let _ = fs.remove(&path);
+                Err(e)
+            }
+        }
+    }
+
+    /// The file's number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record per payload, all in one write followed by the end
+    /// marker; no sync. Payloads over 1 GiB, or more than the file can take
+    /// (4 GiB in all), are refused before anything is written.
+    pub fn append(&mut self, payloads: &[&[u8]]) -> Result<()> {
+        if payloads.is_empty() {
+            return Ok(());
+        }
+        self.appender.append(payloads).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                Error::InvalidArgument(format!("{}: {e}", self.path.display()))
+            } else {
+                Error::io("write", &self.path)(e)
+            }
+        })
+    }
+
+    /// Makes every appended byte durable (`sync_data`) and advances
+    /// `synced_end`, which every later record carries.
+    pub fn sync(&mut self) -> Result<()> {
+        self.appender.sync().map_err(Error::io("sync", &self.path))
+    }
+
+    /// Bytes in the file so far: header, records and end marker.
+    pub fn bytes(&self) -> u64 {
+        self.appender.offset() + END_MARKER.len() as u64
+    }
+}
