@@ -108,8 +108,7 @@ fn write_phase(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("writer thread"))
-            .collect()
+            .try_for_each(|h| h.join().expect("writer thread"))
     });
     progress.finish_and_clear();
     result.map_err(engine_error)?;
@@ -135,7 +134,7 @@ fn verify_all(db: &Db, cf: &ColumnFamily, versions: &[u8]) -> Result<Duration, B
                 }
             )));
         }
-        if i % 4096 == 0 {
+        if i.is_multiple_of(4096) {
             progress.set_position(i);
         }
     }

@@ -30,8 +30,10 @@ const WRITERS: u64 = 3;
 const RING: u64 = 64;
 
 fn options() -> Options {
-    let mut o = Options::default();
-    o.block_cache_bytes = 1 << 20;
+    let mut o = Options {
+        block_cache_bytes: 1 << 20,
+        ..Options::default()
+    };
     let cf = &mut o.default_column_family;
     cf.write_buffer_bytes = 32 << 10;
     cf.compaction.level0_compaction_trigger = 2;
@@ -95,7 +97,7 @@ fn kill9_child() {
                     b.put(cfs[0].id(), &counter_key(w), c.as_bytes());
                     b.put(cfs[1].id(), &counter_key(w), c.as_bytes());
                     let slot = ring_key(w, n % RING);
-                    if n % 5 == 0 {
+                    if n.is_multiple_of(5) {
                         b.delete(cfs[0].id(), &slot);
                     } else {
                         b.put(cfs[0].id(), &slot, &ring_value(w, n));
@@ -109,7 +111,7 @@ fn kill9_child() {
                     )
                     .expect("child: write");
                     ack(format!("ack {w} {n}"));
-                    if w == 0 && n % 400 == 0 {
+                    if w == 0 && n.is_multiple_of(400) {
                         db.compact_range(&cfs[0], None, None)
                             .expect("child: compact");
                     }

@@ -91,7 +91,7 @@ fn crash_rounds(seed: u64, rounds: u64, mode: impl Fn(u64) -> CrashMode) {
         let mut synced = have;
         let n = 40 + (seed * 31 + round * 7) % 80;
         for _ in 0..n {
-            let sync = (written + seed) % 9 == 0;
+            let sync = (written + seed).is_multiple_of(9);
             write(&db, written, sync);
             written += 1;
             if sync {

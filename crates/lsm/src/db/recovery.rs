@@ -139,7 +139,8 @@ pub(super) fn open(
             }
         }
     }
-    if !families.contains_key(&DEFAULT_COLUMN_FAMILY) {
+    if let std::collections::btree_map::Entry::Vacant(slot) = families.entry(DEFAULT_COLUMN_FAMILY)
+    {
         if !report.created {
             return Err(Error::corruption(
                 dir.join(CURRENT_FILE_NAME),
@@ -148,13 +149,10 @@ pub(super) fn open(
             ));
         }
         let levels = options.default_column_family.compaction.num_levels;
-        families.insert(
-            DEFAULT_COLUMN_FAMILY,
-            Family {
-                name: DEFAULT_COLUMN_FAMILY_NAME.to_string(),
-                version: Arc::new(Version::new(DEFAULT_COLUMN_FAMILY, levels, queue.clone())?),
-            },
-        );
+        slot.insert(Family {
+            name: DEFAULT_COLUMN_FAMILY_NAME.to_string(),
+            version: Arc::new(Version::new(DEFAULT_COLUMN_FAMILY, levels, queue.clone())?),
+        });
     }
 
     // Every file a version names must be there; numbers must not be reused.
