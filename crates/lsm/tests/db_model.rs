@@ -70,7 +70,7 @@ fn all_keys() -> Vec<Vec<u8>> {
 }
 
 fn run(ops: Vec<Op>) {
-    let fs = MemFs::new();
+    let mut fs = MemFs::new();
     let mut db = open(&fs, small_options()).expect("open");
     let mut cfs = families(&db);
     let mut model = Model::new();
@@ -184,8 +184,9 @@ fn run(ops: Vec<Op>) {
             Op::PowerCut(seed) => {
                 snapshots.clear();
                 db.sync_wal().expect("sync_wal");
-                fs.crash(CrashMode::KeepRandomPages { seed });
+                let cut = power_cut(&fs, CrashMode::KeepRandomPages { seed });
                 drop(db);
+                fs = cut;
                 db = open(&fs, small_options()).expect("open after a power cut");
                 cfs = families(&db);
             }

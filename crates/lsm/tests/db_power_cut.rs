@@ -75,7 +75,7 @@ fn keys_and_last() -> Vec<Vec<u8>> {
 
 /// Runs `rounds` of writes and crashes on one directory.
 fn crash_rounds(seed: u64, rounds: u64, mode: impl Fn(u64) -> CrashMode) {
-    let fs = MemFs::new();
+    let mut fs = MemFs::new();
     let mut written = 0u64;
     for round in 0..rounds {
         let db = open(&fs, small_options()).expect("open after a power cut");
@@ -98,8 +98,9 @@ fn crash_rounds(seed: u64, rounds: u64, mode: impl Fn(u64) -> CrashMode) {
                 synced = written;
             }
         }
-        fs.crash(mode(seed * 1000 + round));
+        let cut = power_cut(&fs, mode(seed * 1000 + round));
         drop(db);
+        fs = cut;
         let db = open(&fs, small_options()).expect("open after a power cut");
         let have = recovered_count(&db);
         assert!(
@@ -151,7 +152,7 @@ fn absolute_consistency_opens_after_a_clean_cut_and_refuses_only_with_corruption
     for i in 0..50 {
         write(&db, i, i == 30);
     }
-    fs.crash(CrashMode::DropUnsynced);
+    let fs = power_cut(&fs, CrashMode::DropUnsynced);
     drop(db);
     let db = open(&fs, absolute()).expect("absolute open after dropping unsynced writes");
     assert!(recovered_count(&db) >= 31);
@@ -163,7 +164,7 @@ fn absolute_consistency_opens_after_a_clean_cut_and_refuses_only_with_corruption
         for i in 0..60 {
             write(&db, i, i == 20);
         }
-        fs.crash(CrashMode::KeepRandomPages { seed });
+        let fs = power_cut(&fs, CrashMode::KeepRandomPages { seed });
         drop(db);
         match open(&fs, absolute()) {
             Ok(db) => {

@@ -36,6 +36,17 @@ pub fn open(fs: &MemFs, options: Options) -> strata_lsm::Result<Db> {
     Db::open_with(dyn_fs, DIR, options, Hooks::default())
 }
 
+/// A power cut at this instant: a copy of `fs` with the crash applied,
+/// to open the next engine on. The engine still running on `fs` (its
+/// background threads finishing, its drop) goes on touching `fs` only; on
+/// `fs` itself, a crash would let those writes land after the cut, which
+/// no real power cut allows.
+pub fn power_cut(fs: &MemFs, mode: strata_fs::CrashMode) -> MemFs {
+    let survivor = fs.deep_clone();
+    survivor.crash(mode);
+    survivor
+}
+
 /// The families of the model; `cf_name(i)` is the engine's name of `i`.
 pub const FAMILIES: usize = 2;
 
