@@ -13,8 +13,11 @@ pub enum Error {
     /// record or field) name where.
     #[error("corruption in {path} at offset {offset}: {reason}")]
     Corruption {
+        /// The damaged file.
         path: PathBuf,
+        /// Where in it the damage starts.
         offset: u64,
+        /// What is wrong.
         reason: String,
     },
     /// A caller's argument is out of bounds or inconsistent; nothing was done.
@@ -25,7 +28,8 @@ pub enum Error {
     #[error("busy: {0}")]
     Busy(String),
     /// An earlier background error or failed sync stopped writes until the
-    /// engine is reopened; reads still work. Names the first error.
+    /// engine is reopened (or, after ENOSPC, until space is back); reads
+    /// still work. Names the first error.
     #[error("read-only after an earlier error: {0}")]
     ReadOnly(String),
     /// The engine is closed, or closing.
@@ -34,8 +38,11 @@ pub enum Error {
     /// An operating-system call failed.
     #[error("{op} {path}: {source}")]
     Io {
+        /// What the engine was doing.
         op: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

@@ -21,6 +21,8 @@
 //! the visible seqno as one [`ReadState`] behind one pointer, which readers
 //! load without a lock.
 
+#![warn(missing_docs)]
+
 pub mod batch;
 pub mod cache;
 pub mod column_family;
