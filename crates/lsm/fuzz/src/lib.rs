@@ -9,3 +9,4 @@
 
 pub mod decoders;
 pub mod log_files;
+pub mod open_dir;
