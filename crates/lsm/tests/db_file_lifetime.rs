@@ -1,0 +1,106 @@
+//! No file reachable from a live version, snapshot read or iterator is ever
+//! deleted, and every file nothing reaches is: an iterator taken before a
+//! compaction keeps the compacted files on disk and reads them whole; once
+//! it is dropped they go. A snapshot's view never changes across flushes
+//! and compactions.
+
+mod db_support;
+
+use std::path::Path;
+
+use db_support::*;
+use strata_fs::{FileSystem, MemFs};
+use strata_lsm::{ReadOptions, WriteOptions};
+
+fn sst_files(fs: &MemFs) -> Vec<String> {
+    let mut names: Vec<String> = fs
+        .list(Path::new(DIR))
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn files_live_exactly_as_long_as_something_reaches_them() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    for i in 0..200u32 {
+        db.put(&w, &cf, &key(i), &value(u64::from(i), 100)).expect("put");
+    }
+    db.flush(&cf, true).expect("flush");
+    let before: Vec<u64> = db
+        .table_properties(&cf)
+        .expect("table properties")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(!before.is_empty());
+    let snapshot = db.snapshot();
+    let at = ReadOptions {
+        snapshot: Some(snapshot.clone()),
+        ..ReadOptions::default()
+    };
+    let mut it = db.iter(&at, &cf).expect("iter");
+
+    // Overwrite everything and compact it all away from the old files.
+    for i in 0..200u32 {
+        db.put(&w, &cf, &key(i), &value(u64::from(i) + 1000, 100)).expect("put");
+    }
+    db.compact_range(&cf, None, None).expect("compact");
+    let now: Vec<u64> = db
+        .table_properties(&cf)
+        .expect("table properties")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        before.iter().all(|n| !now.contains(n)),
+        "the compaction must replace the old files: {before:?} -> {now:?}"
+    );
+    let on_disk = sst_files(&fs);
+    for n in &before {
+        assert!(
+            on_disk.contains(&format!("{n:016x}.sst")),
+            "file {n} was deleted while an iterator reaches it"
+        );
+    }
+    // The iterator reads its whole, old view.
+    let got = scan_forward(&mut it);
+    assert_eq!(got.len(), 200);
+    for (i, (k, v)) in got.iter().enumerate() {
+        assert_eq!(k, &key(i as u32));
+        assert_eq!(v, &value(i as u64, 100));
+    }
+    // The snapshot's view has not changed.
+    for i in (0..200u32).step_by(17) {
+        assert_eq!(db.get(&at, &cf, &key(i)).expect("get"), Some(value(u64::from(i), 100)));
+    }
+    drop(it);
+    drop(at);
+    drop(snapshot);
+    // The next job's cleanup deletes what nothing reaches any more.
+    db.put(&w, &cf, b"zz", b"last").expect("put");
+    db.compact_range(&cf, None, None).expect("compact");
+    let on_disk = sst_files(&fs);
+    for n in &before {
+        assert!(
+            !on_disk.contains(&format!("{n:016x}.sst")),
+            "file {n} outlived everything that reached it"
+        );
+    }
+    let live: Vec<String> = db
+        .table_properties(&cf)
+        .expect("table properties")
+        .into_iter()
+        .map(|(n, _)| format!("{n:016x}.sst"))
+        .collect();
+    let mut live_sorted = live.clone();
+    live_sorted.sort();
+    assert_eq!(on_disk, live_sorted, "exactly the live files are on disk");
+    db.close().expect("close");
+}
