@@ -30,7 +30,8 @@ fn files_live_exactly_as_long_as_something_reaches_them() {
     let cf = db.default_column_family();
     let w = WriteOptions::default();
     for i in 0..200u32 {
-        db.put(&w, &cf, &key(i), &value(u64::from(i), 100)).expect("put");
+        db.put(&w, &cf, &key(i), &value(u64::from(i), 100))
+            .expect("put");
     }
     db.flush(&cf, true).expect("flush");
     let before: Vec<u64> = db
@@ -49,7 +50,8 @@ fn files_live_exactly_as_long_as_something_reaches_them() {
 
     // Overwrite everything and compact it all away from the old files.
     for i in 0..200u32 {
-        db.put(&w, &cf, &key(i), &value(u64::from(i) + 1000, 100)).expect("put");
+        db.put(&w, &cf, &key(i), &value(u64::from(i) + 1000, 100))
+            .expect("put");
     }
     db.compact_range(&cf, None, None).expect("compact");
     let now: Vec<u64> = db
@@ -78,7 +80,10 @@ fn files_live_exactly_as_long_as_something_reaches_them() {
     }
     // The snapshot's view has not changed.
     for i in (0..200u32).step_by(17) {
-        assert_eq!(db.get(&at, &cf, &key(i)).expect("get"), Some(value(u64::from(i), 100)));
+        assert_eq!(
+            db.get(&at, &cf, &key(i)).expect("get"),
+            Some(value(u64::from(i), 100))
+        );
     }
     drop(it);
     drop(at);

@@ -14,16 +14,16 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_lsm::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_test_support::spawn_child;
 
 const CHILD_ENV: &str = "STRATA_LSM_KILL9_CHILD";
 const WRITERS: u64 = 3;
@@ -121,28 +121,6 @@ fn kill9_child() {
     });
 }
 
-fn spawn_child(dir: &Path) -> (Child, Receiver<String>, std::thread::JoinHandle<()>) {
-    let mut child = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["--exact", "kill9_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx, reader)
-}
-
 /// Reopens, checks against the acknowledged floors, returns the counters.
 fn verify(dir: &Path, floor: &[u64], cycle: u64) -> Vec<u64> {
     let db = Db::open(dir, options())
@@ -198,7 +176,7 @@ fn kill9_cycles() {
     let mut floor = vec![0u64; WRITERS as usize];
     let mut acks = 0u64;
     for cycle in 0..cycles {
-        let (mut child, rx, reader) = spawn_child(dir);
+        let (mut child, rx, reader) = spawn_child("kill9_child", CHILD_ENV, dir);
         let mut lines = Vec::new();
         if cycle % 5 == 4 {
             // Kill while the child may still be recovering.

@@ -14,16 +14,16 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_raftlog::{Config, Engine, LogBatch};
+use strata_test_support::spawn_child;
 
 /// Names the directory the child writes to; its absence means "not the child".
 const CHILD_ENV: &str = "STRATA_KILL9_CHILD";
@@ -196,28 +196,6 @@ struct Totals {
     torn_tails: u64,
 }
 
-fn spawn_child(dir: &Path) -> (Child, Receiver<String>, std::thread::JoinHandle<()>) {
-    let mut child = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["--exact", "kill9_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx, reader)
-}
-
 /// Applies the child's acknowledgements to `floor`; returns how many there were.
 fn apply_acks(lines: &[String], floor: &mut Floor, totals: &mut Totals) -> u64 {
     let mut acks = 0;
@@ -385,7 +363,7 @@ fn kill9_cycles() {
     let mut totals = Totals::default();
     for cycle in 0..cycles {
         // The parent's engine is closed here, so the child can take the lock.
-        let (mut child, rx, reader) = spawn_child(dir);
+        let (mut child, rx, reader) = spawn_child("kill9_child", CHILD_ENV, dir);
         let mut lines = Vec::new();
         let early = cycle % 5 == 4;
         if early {
