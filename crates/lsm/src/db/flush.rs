@@ -28,6 +28,7 @@ impl DbInner {
         output_level: u8,
         bottommost: bool,
         target_file_bytes: u64,
+        compaction: bool,
     ) -> OutputContext<'a> {
         OutputContext {
             fs: &*self.fs,
@@ -37,10 +38,13 @@ impl DbInner {
             new_file_number,
             snapshots,
             bottommost,
+            // Compactions only: a flush writes what was just written, and
+            // filters (TiKV's MVCC GC) expect to run where data settles.
             filter: self
                 .hooks
                 .compaction_filters
                 .get(&cf.name)
+                .filter(|_| compaction)
                 .map(|f| &**f as &dyn compaction::CompactionFilter),
             output_level,
             rate_limiter: Some(&self.rate_limiter),
@@ -72,7 +76,7 @@ impl DbInner {
         drop(rs);
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
-        let ctx = self.output_context(cf, &next, &snapshots, 0, false, FLUSH_FILE_BYTES);
+        let ctx = self.output_context(cf, &next, &snapshots, 0, false, FLUSH_FILE_BYTES, false);
         let files = compaction::flush_memtables(&mems, &ctx)?;
         let mut edit = VersionEdit {
             column_family: cf.id,
@@ -133,6 +137,7 @@ impl DbInner {
             c.output_level,
             c.bottommost,
             cf.options.compaction.target_file_bytes,
+            true,
         );
         let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
         self.stamp(&mut edit);
