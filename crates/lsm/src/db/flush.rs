@@ -20,33 +20,35 @@ use crate::wal::parse_wal_file_name;
 const FLUSH_FILE_BYTES: u64 = u64::MAX;
 
 impl DbInner {
+    /// The output settings of a job: a flush writes one L0 file and runs
+    /// no compaction filter (filters, such as TiKV's MVCC GC, expect to run
+    /// where data settles); a compaction cuts files at the family's target
+    /// size and runs the family's filter.
     fn output_context<'a>(
         &'a self,
         cf: &'a CfState,
         new_file_number: &'a dyn Fn() -> u64,
         snapshots: &'a [u64],
-        output_level: u8,
-        bottommost: bool,
-        target_file_bytes: u64,
-        compaction: bool,
+        compaction: Option<&Compaction>,
     ) -> OutputContext<'a> {
         OutputContext {
             fs: &*self.fs,
             dir: &self.dir,
             writer_options: cf.options.table.clone(),
-            target_file_bytes,
+            target_file_bytes: match compaction {
+                Some(_) => cf.options.compaction.target_file_bytes,
+                None => FLUSH_FILE_BYTES,
+            },
             new_file_number,
             snapshots,
-            bottommost,
-            // Compactions only: a flush writes what was just written, and
-            // filters (TiKV's MVCC GC) expect to run where data settles.
+            bottommost: compaction.is_some_and(|c| c.bottommost),
             filter: self
                 .hooks
                 .compaction_filters
                 .get(&cf.name)
-                .filter(|_| compaction)
+                .filter(|_| compaction.is_some())
                 .map(|f| &**f as &dyn compaction::CompactionFilter),
-            output_level,
+            output_level: compaction.map_or(0, |c| c.output_level),
             rate_limiter: Some(&self.rate_limiter),
             collectors: self.hooks.properties_collectors.get(&cf.name).map(|f| &**f),
         }
@@ -76,7 +78,7 @@ impl DbInner {
         drop(rs);
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
-        let ctx = self.output_context(cf, &next, &snapshots, 0, false, FLUSH_FILE_BYTES, false);
+        let ctx = self.output_context(cf, &next, &snapshots, None);
         let files = compaction::flush_memtables(&mems, &ctx)?;
         let mut edit = VersionEdit {
             column_family: cf.id,
@@ -130,15 +132,7 @@ impl DbInner {
     fn compact(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool) -> Result<()> {
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
-        let ctx = self.output_context(
-            cf,
-            &next,
-            &snapshots,
-            c.output_level,
-            c.bottommost,
-            cf.options.compaction.target_file_bytes,
-            true,
-        );
+        let ctx = self.output_context(cf, &next, &snapshots, Some(c));
         let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
         self.stamp(&mut edit);
         let installed = cf.installer.install(
