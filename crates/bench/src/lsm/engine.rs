@@ -271,11 +271,17 @@ pub fn settle(engine: &dyn KvEngine, name: &'static str) -> Result<Duration, Eng
     }
 }
 
-/// Returns the bytes of every file under `dir`, subdirectories included:
-/// what the engine holds on disk, measured the same way for every engine.
+/// Returns the bytes the file system allocated to every file under `dir`,
+/// subdirectories included (`du`, not `du --apparent-size`): what the engine
+/// holds on disk, measured the same way for every engine. Allocated rather
+/// than apparent sizes, so that a log an engine sizes up front (fjall sets
+/// its journal's length to 64 MiB) counts for what it really takes.
 /// The engines' directories are theirs, not files the bench manages through
 /// Strata's `FileSystem`, so `std::fs` reads them.
 pub fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    /// `st_blocks` counts 512-byte units whatever the file system's block.
+    const STAT_BLOCK: u64 = 512;
     let mut total = 0;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -283,7 +289,7 @@ pub fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
         total += if meta.is_dir() {
             dir_bytes(&entry.path())?
         } else {
-            meta.len()
+            meta.blocks() * STAT_BLOCK
         };
     }
     Ok(total)

@@ -70,7 +70,12 @@ impl KeySpace {
     /// Returns the `n`-th key of the random fill order.
     pub fn fill_order(&self, n: u64) -> u64 {
         let keys = self.keys.max(1);
-        let p = PRIMES.iter().copied().find(|p| keys % p != 0).unwrap_or(1);
+        // A prime that does not divide `keys` is coprime with it: a bijection.
+        let p = PRIMES
+            .iter()
+            .copied()
+            .find(|&p| keys.checked_rem(p) != Some(0))
+            .unwrap_or(1);
         ((u128::from(n) * u128::from(p) + u128::from(FILL_OFFSET)) % u128::from(keys)) as u64
     }
 

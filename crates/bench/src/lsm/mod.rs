@@ -44,7 +44,7 @@ use crate::raftlog::OnOff;
 use crate::report::{fmt_count, fmt_rate, print_json};
 use crate::runner::interleaved;
 use crate::units::{fmt_bytes, parse_bytes};
-use crate::workload::{parse_entry_bytes, EntrySizes};
+use crate::workload::EntrySizes;
 
 /// Longest value the bench writes: every engine takes it in one piece.
 const VALUE_BYTES_MAX: usize = 64 << 20;
@@ -80,8 +80,9 @@ pub struct LsmArgs {
     #[arg(long, default_value_t = 16,
           value_parser = RangedU64ValueParser::<usize>::new().range(KEY_BYTES_MIN as u64..=KEY_BYTES_MAX as u64))]
     key_bytes: usize,
-    /// Bytes of each value: a size (1K), or MIN:MAX spread evenly.
-    #[arg(long, default_value = "1024", value_parser = parse_entry_bytes)]
+    /// Bytes of each value: a size (1K), MIN:MAX spread evenly, or
+    /// log:MIN:MAX (their logarithm spread evenly).
+    #[arg(long, default_value = "1024", value_parser = parse_value_bytes)]
     value_bytes: EntrySizes,
     /// Threads (readwhilewriting: reader threads, plus one writer).
     #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
@@ -205,6 +206,16 @@ impl LsmArgs {
             )));
         }
         Ok(space)
+    }
+}
+
+/// Parses `--value-bytes`: one size, or a range as `--entry-bytes-dist` of
+/// the raftlog bench takes it.
+fn parse_value_bytes(s: &str) -> Result<EntrySizes, String> {
+    if s.contains(':') {
+        s.parse()
+    } else {
+        parse_bytes(s).map(|n| EntrySizes::Fixed(n as usize))
     }
 }
 
@@ -433,7 +444,8 @@ fn run_engine(
             None
         };
         let live_bytes = live.bytes();
-        let latency = |q: f64| (m.latency_us.len() > 0).then(|| m.latency_us.value_at_quantile(q));
+        let latency =
+            |q: f64| (!m.latency_us.is_empty()).then(|| m.latency_us.value_at_quantile(q));
         let reads = matches!(
             w,
             Workload::Readrandom

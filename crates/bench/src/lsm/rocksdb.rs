@@ -97,7 +97,7 @@ impl KvEngine for RocksKv {
         let mut w = WriteOptions::default();
         w.set_sync(flags.sync);
         w.disable_wal(!flags.wal);
-        self.db.write_opt(&batch, &w).map_err(err("write"))
+        self.db.write_opt(batch, &w).map_err(err("write"))
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>, EngineError> {
