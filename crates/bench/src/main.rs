@@ -5,6 +5,7 @@
 //! - `raftlog`: the same workload, configurable, against every engine built in.
 //! - `recovery`: how fast a full directory reopens.
 //! - `raftlog-memory`: what the in-memory index costs per group and per entry.
+//! - `lsm`: db_bench-like workloads on the lsm engine, beside fjall and RocksDB.
 //! - `disk-probe`: sequential writes with fdatasync, the device's limit.
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
@@ -12,6 +13,7 @@
 mod demo;
 mod engines;
 mod error;
+mod lsm;
 mod lsm_demo;
 mod memory;
 mod probe;
@@ -46,6 +48,8 @@ enum Command {
     Recovery(recovery::RecoveryArgs),
     /// Measure index memory per idle group and per live entry.
     RaftlogMemory(memory::MemoryArgs),
+    /// Run db_bench-like workloads against the lsm engine and its peers.
+    Lsm(lsm::LsmArgs),
     /// Measure sequential write + fdatasync on the device.
     DiskProbe(probe::ProbeArgs),
 }
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Raftlog(args) => raftlog::run(args),
         Command::Recovery(args) => recovery::run(args),
         Command::RaftlogMemory(args) => memory::run(args),
+        Command::Lsm(args) => lsm::run(args),
         Command::DiskProbe(args) => probe::run(args),
     };
     match result {

@@ -424,13 +424,10 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         print_intro(&echo);
     }
 
-    // Runs interleave the engines and rotate which goes first, so that drift
-    // of the machine over the invocation (page cache, other load) and the
-    // cost of going first fall on every engine alike.
+    // Runs interleave the engines and rotate which goes first.
     let mut per_engine: Vec<Vec<RunRecord>> = vec![Vec::with_capacity(args.runs); engines.len()];
     for run in 1..=args.runs {
-        for k in 0..engines.len() {
-            let e = (k + run - 1) % engines.len();
+        for e in runner::interleaved(run, engines.len()) {
             let kind = engines[e];
             let record = run_once(kind, &spec, &options, &args.dir, &echo, run, args.runs)?;
             if args.json {

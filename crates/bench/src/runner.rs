@@ -198,6 +198,14 @@ struct WriterOutcome {
     compactions: u64,
 }
 
+/// Returns the order in which run `run` (1-based) visits `engines` engines:
+/// each run rotates which goes first, so that drift of the machine over an
+/// invocation (page cache, other load) and the cost of going first fall on
+/// every engine alike.
+pub fn interleaved(run: usize, engines: usize) -> impl Iterator<Item = usize> {
+    (0..engines).map(move |k| (k + run.saturating_sub(1)) % engines)
+}
+
 /// Returns an empty latency histogram: 1 us to an hour, 3 significant digits.
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds are valid")
@@ -462,7 +470,7 @@ impl Drop for RunningGuard<'_> {
     }
 }
 
-fn progress_bar(visible: bool) -> ProgressBar {
+pub fn progress_bar(visible: bool) -> ProgressBar {
     if !visible {
         return ProgressBar::hidden();
     }

@@ -17,9 +17,9 @@
 #[cfg(feature = "peer-raft-engine")]
 mod raft_engine;
 #[cfg(feature = "peer-rocksdb")]
-mod rocksdb;
+pub mod rocksdb;
 mod strata;
-mod wipe;
+pub mod wipe;
 
 use std::fmt;
 use std::path::Path;

@@ -1,0 +1,142 @@
+//! [`KvEngine`] for Strata's lsm: one database, its default column family,
+//! opened with the shared [`KvSettings`].
+
+use std::path::Path;
+
+use strata_lsm::{ColumnFamily, Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+use super::engine::{KvEngine, KvOp, KvSettings, ScanOutcome, WriteFlags};
+use crate::engines::wipe::wipe_dir;
+use crate::engines::EngineError;
+
+const NAME: &str = "strata";
+
+/// Strata's lsm behind the bench's trait.
+#[derive(Debug)]
+pub struct StrataKv {
+    db: Db,
+    cf: ColumnFamily,
+}
+
+fn err(op: &'static str) -> impl FnOnce(strata_lsm::Error) -> EngineError {
+    move |e| EngineError::new(NAME, op, e)
+}
+
+/// Returns Strata's options for `s`: each shared setting on the option of
+/// the same meaning; everything else at Strata's default.
+pub fn options(s: &KvSettings) -> Options {
+    let mut o = Options {
+        block_cache_bytes: s.block_cache_bytes,
+        background_threads: s.background_threads,
+        ..Options::default()
+    };
+    let cf = &mut o.default_column_family;
+    cf.write_buffer_bytes = s.write_buffer_bytes;
+    cf.max_write_buffers = s.max_write_buffers;
+    cf.table.block_size_bytes = s.block_bytes as usize;
+    cf.table.bloom_bits_per_key = s.bloom_bits_per_key;
+    cf.table.compression = if s.lz4 {
+        Compression::Lz4
+    } else {
+        Compression::None
+    };
+    cf.compaction.target_file_bytes = s.target_file_bytes;
+    cf.compaction.base_level_bytes = s.base_level_bytes;
+    cf.compaction.level0_compaction_trigger = s.level0_compaction_trigger;
+    o
+}
+
+impl StrataKv {
+    /// Opens (creating) the database in `dir`.
+    pub fn open(dir: &Path, settings: &KvSettings) -> Result<StrataKv, EngineError> {
+        let options = options(settings);
+        options.validate().map_err(err("options"))?;
+        let db = Db::open(dir, options).map_err(err("open"))?;
+        let cf = db.default_column_family();
+        Ok(StrataKv { db, cf })
+    }
+}
+
+impl KvEngine for StrataKv {
+    fn write(&self, ops: &[KvOp], flags: WriteFlags) -> Result<(), EngineError> {
+        let mut batch = WriteBatch::new();
+        for op in ops {
+            match op {
+                KvOp::Put(k, v) => batch.put(self.cf.id(), k, v),
+                KvOp::Delete(k) => batch.delete(self.cf.id(), k),
+            }
+        }
+        let options = WriteOptions {
+            sync: flags.sync,
+            disable_wal: !flags.wal,
+            ..WriteOptions::default()
+        };
+        self.db.write(&options, &batch).map_err(err("write"))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        let value = self
+            .db
+            .get(&ReadOptions::default(), &self.cf, key)
+            .map_err(err("get"))?;
+        Ok(value.map(|v| v.len()))
+    }
+
+    fn scan(&self, start: &[u8], count: u64) -> Result<ScanOutcome, EngineError> {
+        let mut it = self
+            .db
+            .iter(&ReadOptions::default(), &self.cf)
+            .map_err(err("iter"))?;
+        it.seek(start).map_err(err("seek"))?;
+        let mut out = ScanOutcome::default();
+        while it.valid() && out.entries < count {
+            out.entries += 1;
+            out.bytes += (it.key().len() + it.value().len()) as u64;
+            it.next().map_err(err("next"))?;
+        }
+        Ok(out)
+    }
+
+    fn flush(&self) -> Result<(), EngineError> {
+        self.db.flush(&self.cf, true).map_err(err("flush"))
+    }
+
+    fn background_busy(&self) -> Result<bool, EngineError> {
+        // Strata names no running compaction; memtables waiting for a flush
+        // and an L0 at its trigger are work due.
+        let prop = |name: &str| -> Result<u64, EngineError> {
+            Ok(self
+                .db
+                .property(&self.cf, name)
+                .map_err(err("property"))?
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0))
+        };
+        let trigger = self.cf.options().compaction.level0_compaction_trigger as u64;
+        Ok(prop("strata.num-immutable-memtables")? > 0
+            || prop("strata.num-files-at-level0")? >= trigger)
+    }
+
+    fn stall_micros(&self) -> Option<u64> {
+        let s = self.db.statistics();
+        Some(s.stall_micros + s.slowdown_micros)
+    }
+
+    fn close(self: Box<Self>) -> Result<(), EngineError> {
+        let StrataKv { db, cf } = *self;
+        drop(cf);
+        db.close().map_err(err("close"))
+    }
+}
+
+/// Removes Strata's files from `dir`, refusing if it holds anything else.
+pub fn wipe(dir: &Path) -> Result<(), EngineError> {
+    wipe_dir(NAME, dir, |name| {
+        matches!(name, "CURRENT" | "CURRENT.tmp" | "LOCK")
+            || name.starts_with("MANIFEST-")
+            || name.ends_with(".sst")
+            || name.ends_with(".wal")
+            || name.ends_with(".blob")
+            || name.ends_with(".tmp")
+    })
+}
