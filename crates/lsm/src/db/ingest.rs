@@ -6,20 +6,23 @@
 //! 1. Check every file in full (`ingest_files.rs`), then that they do not
 //!    overlap each other and, for `replace_range`, lie inside the range.
 //!    Nothing has changed yet; a bad file is a typed error.
-//! 2. Flush the family's memtables if they hold keys of the range: outside
+//! 2. Copy (or hard link) the files into the database directory under new
+//!    numbers, with `replace_range`'s range-deletion file beside them; sync
+//!    them and the directory. Files stay stored at seqno 0: the version
+//!    gives them their seqno, so nothing here waits for one.
+//! 3. Flush the family's memtables if they hold keys of the range: outside
 //!    any latch, so no writer waits for it.
-//! 3. Latch the range (`latch.rs`): writers of the range wait from now on,
+//! 4. Latch the range (`latch.rs`): writers of the range wait from now on,
 //!    every other writer goes on.
-//! 4. Allocate the seqnos (one; two for `replace_range`: the delete, then
+//! 5. Allocate the seqnos (one; two for `replace_range`: the delete, then
 //!    the files) and wait until every earlier seqno is published, so that
 //!    every write ordered before the ingestion is in the memtables. If one
 //!    of them is in the range (a writer that passed before the latch),
-//!    publish the seqnos unused, flush, and start step 4 again.
-//! 5. Rewrite the files into the database directory with the seqno, sync
-//!    them and the directory.
+//!    publish the seqnos unused, flush, and do step 5 again.
 //! 6. Pick the level and install through the family's installer with
 //!    `visible: Some(last seqno)`: the files and the visible seqno change
-//!    in one swap. The manifest edit is the commit point.
+//!    in one swap. The manifest edit is the commit point. Only this step
+//!    (a manifest append) runs with the seqnos allocated and unpublished.
 //! 7. Publish the seqnos in the allocator, release the latch.
 //!
 //! Invariants:
@@ -40,7 +43,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::cf::{CfState, ColumnFamily};
-use super::ingest_files::{check_external, rewrite, write_range_delete, ExternalFile};
+use super::ingest_files::{
+    check_external, copy_in, ingested_desc, range_delete_desc, write_range_delete, ExternalFile,
+};
 use super::read::check_key;
 use super::{Db, DbInner};
 use crate::compaction::sst_file_name;
@@ -48,6 +53,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, MAX_SEQNO};
 use crate::read_state::{Install, InstallError, ReadState};
+use crate::sst::SstReader;
 use crate::version::{FileDesc, FileNumber, Version, VersionEdit};
 
 /// How many times an ingestion flushes writes that reached its range
@@ -61,10 +67,11 @@ const INSTALL_ROUNDS_MAX: u32 = 64;
 /// Options of [`Db::ingest`] and [`Db::replace_range`].
 #[derive(Debug, Clone, Default)]
 pub struct IngestOptions {
-    /// Remove the external files once they are in the database. The files
-    /// are always rewritten (their entries get the ingestion's seqno), so
-    /// they are never linked; this only saves the caller the removal.
-    /// Default false.
+    /// Move the external files into the database instead of copying them:
+    /// each is hard linked under its new name (a copy where the file
+    /// system cannot link, e.g. another device) and its old name removed
+    /// once the ingestion is committed. Default false (copy; the caller's
+    /// files are left alone).
     pub move_files: bool,
 }
 
@@ -81,6 +88,8 @@ pub struct IngestReport {
     pub delete_level: Option<u8>,
     /// The numbers of the files installed (the range-deletion file last).
     pub files: Vec<FileNumber>,
+    /// How many of the files were hard linked rather than copied.
+    pub linked: usize,
     /// The entries ingested.
     pub entries: u64,
     /// How many flushes the ingestion asked for (memtables holding keys of
@@ -194,22 +203,64 @@ impl Db {
                 Span { lo, hi, end }
             }
         };
-        // Step 2: flush what the memtables hold of the range, unlatched.
+        // Step 2: the files in the directory, under new numbers.
+        let mut placed = Placed::default();
+        let copied = inner.place_files(&state, &files, range, options, &mut placed);
+        let outcome =
+            copied.and_then(|()| self.install_placed(cf, &state, &files, range, &span, &placed));
+        match outcome {
+            Ok(mut report) => {
+                report.linked = placed.linked;
+                if options.move_files {
+                    for f in &files {
+                        // Committed: a source that cannot be removed is
+                        // the caller's to clean up, not an error.
+                        let _ = inner.fs.remove(&f.path);
+                    }
+                }
+                Ok(report)
+            }
+            Err(e) => {
+                // After a failed manifest append the edit may still be
+                // durable: the files then stay (the next open keeps them
+                // if the manifest names them, and deletes them if not).
+                if !placed.persisting.load(std::sync::atomic::Ordering::Relaxed) {
+                    for number in placed.numbers() {
+                        let _ = inner.fs.remove(&inner.dir.join(sst_file_name(number)));
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Steps 3 to 7.
+    fn install_placed(
+        &self,
+        cf: &ColumnFamily,
+        state: &CfState,
+        files: &[ExternalFile],
+        range: Option<(&[u8], &[u8])>,
+        span: &Span,
+        placed: &Placed,
+    ) -> Result<IngestReport> {
+        let inner = self.inner();
+        // Step 3: flush what the memtables hold of the range, unlatched.
         let mut flushes = 0;
-        if memtables_overlap(&state.installer.load(), &span, MAX_SEQNO) {
+        if memtables_overlap(&state.installer.load(), span, MAX_SEQNO) {
             self.flush(cf, true)?;
             flushes += 1;
         }
-        // Step 3: the latch, released when `_latch` drops (every return).
+        // Step 4: the latch, released when `_latch` drops (every return).
         let _latch = inner.latches.latch(state.id, &span.lo, &span.end);
         let seqnos = if range.is_some() { 2 } else { 1 };
         loop {
             inner.check_writable()?;
-            // Step 4: the seqnos, after every earlier write.
+            // Step 5: the seqnos, after every earlier write.
             let first = inner.seq.allocate(seqnos)?;
             let last = first + seqnos - 1;
             inner.wait_visible(first - 1);
-            if memtables_overlap(&state.installer.load(), &span, first) {
+            if memtables_overlap(&state.installer.load(), span, first) {
                 inner.seq.publish(last)?;
                 if flushes > FLUSH_ROUNDS_MAX {
                     return Err(Error::Busy(format!(
@@ -221,22 +272,47 @@ impl Db {
                 flushes += 1;
                 continue;
             }
-            let outcome = inner.ingest_at(&state, &files, range, &span, first, last);
-            // Published whatever happened: unused seqnos must not hold
-            // the visible seqno back.
+            // Step 6.
+            let data: Vec<FileDesc> = files
+                .iter()
+                .zip(&placed.data)
+                .map(|(f, &(number, size))| ingested_desc(f, number, size, last))
+                .collect();
+            let delete = match (range, placed.delete) {
+                (Some((start, end)), Some((number, size))) => {
+                    Some(range_delete_desc(number, size, start, end, first))
+                }
+                _ => None,
+            };
+            let outcome =
+                inner.install_ingested(state, span, &data, delete, first, last, &placed.persisting);
+            // Step 7, whatever happened: unused seqnos must not hold the
+            // visible seqno back.
             let published = inner.seq.publish(last);
             let mut report = outcome?;
             published?;
             report.flushes = flushes;
-            if options.move_files {
-                for f in &files {
-                    // The ingestion is committed: a source that cannot be
-                    // removed is the caller's to clean up, not an error.
-                    let _ = inner.fs.remove(&f.path);
-                }
-            }
+            report.entries = files.iter().map(|f| f.entries).sum();
             return Ok(report);
         }
+    }
+}
+
+/// The files placed in the database directory: numbers and sizes.
+#[derive(Debug, Default)]
+struct Placed {
+    data: Vec<(FileNumber, u64)>,
+    delete: Option<(FileNumber, u64)>,
+    /// Numbers created, placed or not (to remove on failure).
+    created: Vec<FileNumber>,
+    linked: usize,
+    /// Set once the manifest append has started.
+    persisting: std::sync::atomic::AtomicBool,
+}
+
+impl Placed {
+    fn numbers(&self) -> impl Iterator<Item = FileNumber> + '_ {
+        self.created.iter().copied()
     }
 }
 
@@ -256,87 +332,49 @@ impl DbInner {
         }
     }
 
-    /// Steps 5 and 6: rewrites the files with seqno `last` (and the range
-    /// deletion at `first`), then installs them. On error, removes what it
-    /// wrote.
-    fn ingest_at(
+    /// Step 2: copies or links `files` into the directory under new
+    /// numbers (checking each copy's size and footer), writes
+    /// `replace_range`'s range-deletion file, and syncs the directory.
+    fn place_files(
         &self,
         state: &CfState,
         files: &[ExternalFile],
         range: Option<(&[u8], &[u8])>,
-        span: &Span,
-        first: SeqNo,
-        last: SeqNo,
-    ) -> Result<IngestReport> {
-        let mut written: Vec<FileDesc> = Vec::new();
-        let mut persisting = false;
-        let result = self
-            .write_outputs(state, files, range, first, last, &mut written)
-            .and_then(|delete| {
-                self.install_ingested(state, span, &written, delete, first, last, &mut persisting)
-            });
-        match result {
-            Ok(mut report) => {
-                report.entries = files.iter().map(|f| f.entries).sum();
-                Ok(report)
-            }
-            Err(e) => {
-                // After a failed manifest append the edit may still be
-                // durable: the files stay (the next open keeps them if the
-                // manifest names them, and deletes them if not).
-                if !persisting {
-                    for f in &written {
-                        let _ = self.fs.remove(&self.dir.join(sst_file_name(f.number)));
-                    }
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Writes the rewritten files (and the range-deletion file, returned
-    /// apart) into `written`, then syncs the directory.
-    fn write_outputs(
-        &self,
-        state: &CfState,
-        files: &[ExternalFile],
-        range: Option<(&[u8], &[u8])>,
-        first: SeqNo,
-        last: SeqNo,
-        written: &mut Vec<FileDesc>,
-    ) -> Result<Option<FileDesc>> {
-        let options = state.options.table.clone();
+        options: &IngestOptions,
+        placed: &mut Placed,
+    ) -> Result<()> {
         for f in files {
             let number = self.new_file_number();
+            placed.created.push(number);
             let dest = self.dir.join(sst_file_name(number));
-            let r = rewrite(&*self.fs, f, &dest, number, options.clone(), last);
-            match r {
-                Ok(desc) => written.push(desc),
-                Err(e) => {
-                    let _ = self.fs.remove(&dest);
-                    return Err(e);
-                }
+            if copy_in(&*self.fs, &f.path, &dest, options.move_files)? {
+                placed.linked += 1;
             }
+            let copy = SstReader::open(&*self.fs, &dest, number, None)?;
+            let size = self
+                .fs
+                .open(&dest, false)
+                .and_then(|h| h.len())
+                .map_err(Error::io("stat", &dest))?;
+            if size != f.size || copy.properties().num_entries != f.entries {
+                return Err(Error::InvalidArgument(format!(
+                    "external file {}: changed while it was copied",
+                    f.path.display()
+                )));
+            }
+            placed.data.push((number, size));
         }
-        let mut delete = None;
         if let Some((start, end)) = range {
             let number = self.new_file_number();
+            placed.created.push(number);
             let dest = self.dir.join(sst_file_name(number));
-            match write_range_delete(&*self.fs, &dest, number, options, start, end, first) {
-                Ok(desc) => {
-                    written.push(desc.clone());
-                    delete = Some(desc);
-                }
-                Err(e) => {
-                    let _ = self.fs.remove(&dest);
-                    return Err(e);
-                }
-            }
+            let size =
+                write_range_delete(&*self.fs, &dest, state.options.table.clone(), start, end)?;
+            placed.delete = Some((number, size));
         }
         self.fs
             .sync_dir(&self.dir)
-            .map_err(Error::io("sync directory", &self.dir))?;
-        Ok(delete)
+            .map_err(Error::io("sync directory", &self.dir))
     }
 
     /// Step 6: picks the levels against the current version and installs;
@@ -351,17 +389,13 @@ impl DbInner {
         &self,
         state: &CfState,
         span: &Span,
-        written: &[FileDesc],
+        data: &[FileDesc],
         delete: Option<FileDesc>,
         first: SeqNo,
         last: SeqNo,
-        persisting: &mut bool,
+        persisting: &std::sync::atomic::AtomicBool,
     ) -> Result<IngestReport> {
         let replace = delete.is_some();
-        let data: Vec<&FileDesc> = written
-            .iter()
-            .filter(|f| delete.as_ref().is_none_or(|d| d.number != f.number))
-            .collect();
         for _ in 0..INSTALL_ROUNDS_MAX {
             let picked = pick_levels(&state.installer.load().version, span, replace);
             let (level, delete_level) = picked;
@@ -369,8 +403,8 @@ impl DbInner {
                 column_family: state.id,
                 ..VersionEdit::default()
             };
-            for f in &data {
-                edit.add_file(level, (*f).clone());
+            for f in data {
+                edit.add_file(level, f.clone());
             }
             if let (Some(d), Some(l)) = (&delete, delete_level) {
                 edit.add_file(l, d.clone());
@@ -394,7 +428,7 @@ impl DbInner {
                         stale = true;
                         return Err(Error::Busy("the version changed".into()));
                     }
-                    *persisting = true;
+                    persisting.store(true, std::sync::atomic::Ordering::Relaxed);
                     self.persist_edits(state, edits, v)
                 },
             );
@@ -405,7 +439,12 @@ impl DbInner {
                         delete_seqno: replace.then_some(first),
                         level,
                         delete_level,
-                        files: written.iter().map(|f| f.number).collect(),
+                        files: data
+                            .iter()
+                            .chain(delete.as_ref())
+                            .map(|f| f.number)
+                            .collect(),
+                        linked: 0,
                         entries: 0,
                         flushes: 0,
                     })

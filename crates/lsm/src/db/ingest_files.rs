@@ -6,10 +6,14 @@
 //! external file carries seqno 0, as `SstWriter` writes them when given
 //! keys made with `InternalKey::new(user_key, 0, kind)`. User keys are
 //! unique within a file (one version each), kinds are `Put` or `Delete`,
-//! and external files hold no range deletions. The engine rewrites each
-//! file while copying it, giving every entry the seqno it allocated for
-//! the ingestion, so that the files it installs are ordinary SST files:
-//! readers, compaction and recovery need nothing new.
+//! and external files hold no range deletions. The engine copies (or hard
+//! links) the file unchanged and records the seqno it allocated for the
+//! ingestion in the version (the file's seqno range is that one seqno);
+//! a reader opening a file whose entries are all stored at seqno 0 while
+//! its version says otherwise presents them at the version's seqno
+//! (`SstReader::open_assigned`). Nothing is rewritten, so the files are in
+//! place before the seqno is allocated and the allocation is held only
+//! for the manifest append.
 
 use std::path::{Path, PathBuf};
 
@@ -25,11 +29,15 @@ use crate::version::{FileDesc, FileNumber};
 #[derive(Debug)]
 pub(super) struct ExternalFile {
     pub path: PathBuf,
-    pub reader: SstReader,
     /// The smallest and largest user keys.
     pub smallest: Vec<u8>,
     pub largest: Vec<u8>,
+    /// The kinds of the first and last entries, for their internal keys.
+    pub smallest_kind: ValueKind,
+    pub largest_kind: ValueKind,
     pub entries: u64,
+    /// The file's size in bytes.
+    pub size: u64,
 }
 
 fn invalid(path: &Path, why: impl std::fmt::Display) -> Error {
@@ -54,6 +62,7 @@ pub(super) fn check_external(fs: &dyn FileSystem, path: &Path) -> Result<Externa
     }
     let mut smallest: Option<Vec<u8>> = None;
     let mut largest: Vec<u8> = Vec::new();
+    let (mut smallest_kind, mut largest_kind) = (ValueKind::Put, ValueKind::Put);
     let mut entries = 0u64;
     let mut it = reader.iter();
     it.first()?;
@@ -69,7 +78,9 @@ pub(super) fn check_external(fs: &dyn FileSystem, path: &Path) -> Result<Externa
         }
         if smallest.is_none() {
             smallest = Some(key.to_vec());
+            smallest_kind = it.kind();
         }
+        largest_kind = it.kind();
         largest.clear();
         largest.extend_from_slice(key);
         entries += 1;
@@ -88,12 +99,18 @@ pub(super) fn check_external(fs: &dyn FileSystem, path: &Path) -> Result<Externa
             ),
         ));
     }
+    let size = fs
+        .open(path, false)
+        .and_then(|f| f.len())
+        .map_err(Error::io("stat", path))?;
     Ok(ExternalFile {
         path: path.to_path_buf(),
-        reader,
         smallest,
         largest,
+        smallest_kind,
+        largest_kind,
         entries,
+        size,
     })
 }
 
@@ -119,74 +136,89 @@ fn check_entry(path: &Path, key: &[u8], seqno: SeqNo, kind: ValueKind) -> Result
     Ok(())
 }
 
-/// Writes `file`'s entries to `dest` (a new file) with seqno `seqno`, and
-/// syncs it. The entries are checked again on the way (the external file
-/// could have changed since the check); on error the caller removes
-/// `dest`.
-pub(super) fn rewrite(
-    fs: &dyn FileSystem,
-    file: &ExternalFile,
-    dest: &Path,
-    number: FileNumber,
-    options: SstWriterOptions,
-    seqno: SeqNo,
-) -> Result<FileDesc> {
-    let mut writer = SstWriter::create(fs, dest, options)?;
-    let mut first: Option<InternalKey> = None;
-    let mut last: Option<InternalKey> = None;
-    let mut count = 0u64;
-    let mut it = file.reader.iter();
-    it.first()?;
-    while it.valid() {
-        check_entry(&file.path, it.user_key(), it.seqno(), it.kind())?;
-        let key = InternalKey::new(it.user_key(), seqno, it.kind());
-        writer.add(key.encoded(), it.value())?;
-        if first.is_none() {
-            first = Some(key.clone());
+/// Brings the external file `src` into the database as `dest`: a hard
+/// link when `link` is asked and the file system allows it, else a copy;
+/// then syncs `dest`'s data. Naming it durably (a directory sync) is the
+/// caller's. A missing `src` is `InvalidArgument`; on error the caller
+/// removes `dest`.
+pub(super) fn copy_in(fs: &dyn FileSystem, src: &Path, dest: &Path, link: bool) -> Result<bool> {
+    if !fs.exists(src) {
+        return Err(invalid(src, "not found"));
+    }
+    let linked = link && fs.link(src, dest).is_ok();
+    if !linked {
+        let from = fs.open(src, false).map_err(Error::io("open", src))?;
+        let len = from.len().map_err(Error::io("stat", src))?;
+        let to = fs.create(dest).map_err(Error::io("create", dest))?;
+        let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(len as usize).max(1)];
+        let mut at = 0u64;
+        while at < len {
+            let n = buf.len().min((len - at) as usize);
+            from.read_exact_at(at, &mut buf[..n])
+                .map_err(Error::io("read", src))?;
+            to.write_at(at, &buf[..n])
+                .map_err(Error::io("write", dest))?;
+            at += n as u64;
         }
-        last = Some(key);
-        count += 1;
-        it.next()?;
     }
-    let (Some(smallest), Some(largest)) = (first, last) else {
-        return Err(invalid(&file.path, "changed during the ingestion"));
-    };
-    if count != file.entries || smallest.user_key() != file.smallest {
-        return Err(invalid(&file.path, "changed during the ingestion"));
-    }
-    let info = writer.finish()?;
-    Ok(FileDesc {
-        number,
-        size: info.file_size,
-        smallest,
-        largest,
-        smallest_seqno: seqno,
-        largest_seqno: seqno,
-    })
+    let to = fs.open(dest, true).map_err(Error::io("open", dest))?;
+    to.sync_all().map_err(Error::io("sync", dest))?;
+    Ok(linked)
 }
 
-/// Writes a file holding one range deletion of `[start, end)` at `seqno`
-/// (`replace_range`'s delete), and syncs it. Its largest key is the
-/// sentinel `(end, MAX_SEQNO, RangeDelete)`, as compaction writes for a
-/// tombstone reaching past a file's last point key.
+/// Bytes copied per read and write.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// The description of an ingested file in the version, at seqno `seqno`:
+/// its keys as readers present them (`SstReader::open_assigned`).
+pub(super) fn ingested_desc(
+    file: &ExternalFile,
+    number: FileNumber,
+    size: u64,
+    seqno: SeqNo,
+) -> FileDesc {
+    FileDesc {
+        number,
+        size,
+        smallest: InternalKey::new(&file.smallest, seqno, file.smallest_kind),
+        largest: InternalKey::new(&file.largest, seqno, file.largest_kind),
+        smallest_seqno: seqno,
+        largest_seqno: seqno,
+    }
+}
+
+/// Writes a file holding one range deletion of `[start, end)`, stored at
+/// seqno 0 like every ingested file (its version's seqno applies), and
+/// syncs it: `replace_range`'s delete.
 pub(super) fn write_range_delete(
     fs: &dyn FileSystem,
     dest: &Path,
-    number: FileNumber,
     options: SstWriterOptions,
     start: &[u8],
     end: &[u8],
-    seqno: SeqNo,
-) -> Result<FileDesc> {
+) -> Result<u64> {
     let mut writer = SstWriter::create(fs, dest, options)?;
-    writer.add_range_delete(start, end, seqno)?;
-    let info = writer.finish()?;
-    Ok(FileDesc {
+    writer.add_range_delete(start, end, 0)?;
+    Ok(writer.finish()?.file_size)
+}
+
+/// The description of `replace_range`'s range-deletion file at `seqno`.
+/// Its largest key is the sentinel `(end, MAX_SEQNO, RangeDelete)`, as
+/// compaction writes for a tombstone reaching past a file's last point
+/// key.
+pub(super) fn range_delete_desc(
+    number: FileNumber,
+    size: u64,
+    start: &[u8],
+    end: &[u8],
+    seqno: SeqNo,
+) -> FileDesc {
+    FileDesc {
         number,
-        size: info.file_size,
+        size,
         smallest: InternalKey::new(start, seqno, ValueKind::RangeDelete),
         largest: InternalKey::new(end, MAX_SEQNO, ValueKind::RangeDelete),
         smallest_seqno: seqno,
         largest_seqno: seqno,
-    })
+    }
 }
