@@ -8,4 +8,5 @@
 //! under test or from an assertion here, is a bug.
 
 pub mod decoders;
+pub mod ingest;
 pub mod log_files;
