@@ -163,7 +163,11 @@ fn run(seed: u64) {
         if !entries.is_empty() {
             write_external(&fs, &path, &entries);
         }
-        let files = if entries.is_empty() { vec![] } else { vec![path] };
+        let files = if entries.is_empty() {
+            vec![]
+        } else {
+            vec![path]
+        };
         let start = Instant::now();
         if replace {
             db.replace_range(&cf, &keyf(lo), &keyf(hi), &files, &IngestOptions::default())
@@ -173,11 +177,13 @@ fn run(seed: u64) {
                 .expect("ingest");
         }
         let end = Instant::now();
-        let covered: Vec<u32> = if replace { (lo..hi).collect() } else { keys.clone() };
+        let covered: Vec<u32> = if replace {
+            (lo..hi).collect()
+        } else {
+            keys.clone()
+        };
         for i in covered {
-            let value = keys
-                .contains(&i)
-                .then(|| format!("{tag}-{i}").into_bytes());
+            let value = keys.contains(&i).then(|| format!("{tag}-{i}").into_bytes());
             record(&history, &keyf(i), start, end, value);
         }
     }

@@ -44,7 +44,11 @@ fn base() -> MemFs {
     db.close().expect("close");
     fs.create_dir_all(Path::new("/external")).expect("dir");
     let p = external_path("snap");
-    write_external(&fs, &p, &puts((10..30).filter(|i| i % 2 == 0).map(key), "snap"));
+    write_external(
+        &fs,
+        &p,
+        &puts((10..30).filter(|i| i % 2 == 0).map(key), "snap"),
+    );
     fs.sync_dir(Path::new("/external")).expect("sync dir");
     fs
 }

@@ -107,7 +107,8 @@ fn bad_files_are_typed_errors_and_change_nothing() {
         let mut wr = SstWriter::create(&fs, &tombstones, external_options()).expect("create");
         wr.add(InternalKey::new(&key(1), 0, ValueKind::Put).encoded(), b"v")
             .expect("add");
-        wr.add_range_delete(&key(2), &key(9), 0).expect("range delete");
+        wr.add_range_delete(&key(2), &key(9), 0)
+            .expect("range delete");
         wr.finish().expect("finish");
     }
     let empty = external_path("empty");
@@ -125,23 +126,78 @@ fn bad_files_are_typed_errors_and_change_nothing() {
 
     let name = |p: &PathBuf| p.display().to_string();
     let cases = vec![
-        Case { name: "truncated", files: vec![truncated.clone()], range: None, names: name(&truncated) },
-        Case { name: "a flipped byte", files: vec![flipped.clone()], range: None, names: name(&flipped) },
-        Case { name: "wrong format version", files: vec![version.clone()], range: None, names: name(&version) },
-        Case { name: "overlapping files", files: vec![left.clone(), right.clone()], range: None, names: name(&left) },
-        Case { name: "one file twice", files: vec![fine.clone(), fine.clone()], range: None, names: name(&fine) },
+        Case {
+            name: "truncated",
+            files: vec![truncated.clone()],
+            range: None,
+            names: name(&truncated),
+        },
+        Case {
+            name: "a flipped byte",
+            files: vec![flipped.clone()],
+            range: None,
+            names: name(&flipped),
+        },
+        Case {
+            name: "wrong format version",
+            files: vec![version.clone()],
+            range: None,
+            names: name(&version),
+        },
+        Case {
+            name: "overlapping files",
+            files: vec![left.clone(), right.clone()],
+            range: None,
+            names: name(&left),
+        },
+        Case {
+            name: "one file twice",
+            files: vec![fine.clone(), fine.clone()],
+            range: None,
+            names: name(&fine),
+        },
         Case {
             name: "keys outside the range",
             files: vec![inside.clone(), outside.clone()],
             range: Some((key(10), key(20))),
             names: name(&outside),
         },
-        Case { name: "seqno not 0", files: vec![seqno.clone()], range: None, names: name(&seqno) },
-        Case { name: "range deletions", files: vec![tombstones.clone()], range: None, names: name(&tombstones) },
-        Case { name: "no entries", files: vec![empty.clone()], range: None, names: name(&empty) },
-        Case { name: "not an SST", files: vec![not_sst.clone()], range: None, names: name(&not_sst) },
-        Case { name: "a missing file", files: vec![fine.clone(), missing.clone()], range: None, names: name(&missing) },
-        Case { name: "no files", files: vec![], range: None, names: "no files".into() },
+        Case {
+            name: "seqno not 0",
+            files: vec![seqno.clone()],
+            range: None,
+            names: name(&seqno),
+        },
+        Case {
+            name: "range deletions",
+            files: vec![tombstones.clone()],
+            range: None,
+            names: name(&tombstones),
+        },
+        Case {
+            name: "no entries",
+            files: vec![empty.clone()],
+            range: None,
+            names: name(&empty),
+        },
+        Case {
+            name: "not an SST",
+            files: vec![not_sst.clone()],
+            range: None,
+            names: name(&not_sst),
+        },
+        Case {
+            name: "a missing file",
+            files: vec![fine.clone(), missing.clone()],
+            range: None,
+            names: name(&missing),
+        },
+        Case {
+            name: "no files",
+            files: vec![],
+            range: None,
+            names: "no files".into(),
+        },
         Case {
             name: "an inverted range",
             files: vec![],
@@ -171,10 +227,12 @@ fn bad_files_are_typed_errors_and_change_nothing() {
         assert_eq!(contents(&db), before, "{}: contents changed", case.name);
         assert_eq!(db_files(&fs), files_before, "{}: files left", case.name);
         // Still serving writes (to a key no case touches).
-        db.put(&w, &cf, b"zzz-alive", case.name.as_bytes()).expect("write after");
+        db.put(&w, &cf, b"zzz-alive", case.name.as_bytes())
+            .expect("write after");
         db.delete(&w, &cf, b"zzz-alive").expect("delete after");
     }
     // The good file goes in, after all that.
-    db.ingest(&cf, &[fine], &IngestOptions::default()).expect("good ingest");
+    db.ingest(&cf, &[fine], &IngestOptions::default())
+        .expect("good ingest");
     assert_eq!(contents(&db).len(), before.len() + 10);
 }

@@ -92,8 +92,11 @@ pub fn valid_file(first: u32, n: u32, deletions: bool) -> Vec<u8> {
     for i in first..first + n {
         let key = format!("k{i:02}");
         if deletions && i % 3 == 0 {
-            w.add(InternalKey::new(key.as_bytes(), 0, ValueKind::Delete).encoded(), b"")
-                .expect("add");
+            w.add(
+                InternalKey::new(key.as_bytes(), 0, ValueKind::Delete).encoded(),
+                b"",
+            )
+            .expect("add");
         } else {
             let value = format!("ingested {i}");
             w.add(
@@ -136,7 +139,11 @@ pub fn ingest_mutated(data: &[u8]) {
     match outcome {
         Err(_) => {
             assert_eq!(contents(&db), before, "a failed ingestion changed the data");
-            assert_eq!(sst_files(&fs), files_before, "a failed ingestion left files");
+            assert_eq!(
+                sst_files(&fs),
+                files_before,
+                "a failed ingestion left files"
+            );
         }
         Ok(report) => {
             // The file was accepted: each entry reads back as it is in the
