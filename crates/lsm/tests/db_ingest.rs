@@ -42,7 +42,7 @@ fn ingested_files_are_visible_at_a_new_seqno_and_snapshots_do_not_see_them() {
     let path = external_path("a");
     write_external(&fs, &path, &puts((5..15).map(k), "new"));
     let report = db
-        .ingest(&cf, &[path.clone()], &IngestOptions::default())
+        .ingest(&cf, std::slice::from_ref(&path), &IngestOptions::default())
         .expect("ingest");
     assert_eq!(report.entries, 10);
     assert!(report.flushes >= 1, "the memtable held the range");
@@ -188,9 +188,9 @@ fn replace_range_swaps_the_contents_of_the_range_in_one_step() {
     assert_eq!(r.delete_seqno, Some(r.seqno - 1));
     let now = ReadOptions::default();
     let expect = |i: u32| match i {
-        10..20 if i % 2 == 0 => tagged("snap", i),
+        10..20 if i.is_multiple_of(2) => tagged("snap", i),
         10..20 => None,
-        _ if i % 3 == 0 => Some(b"newer".to_vec()),
+        _ if i.is_multiple_of(3) => Some(b"newer".to_vec()),
         _ => Some(b"old".to_vec()),
     };
     for i in 0..30 {
@@ -236,7 +236,11 @@ fn move_files_links_the_file_and_removes_its_old_name() {
     let p = external_path("moved");
     write_external(&fs, &p, &puts((0..10).map(k), "m"));
     let r = db
-        .ingest(&cf, &[p.clone()], &IngestOptions { move_files: true })
+        .ingest(
+            &cf,
+            std::slice::from_ref(&p),
+            &IngestOptions { move_files: true },
+        )
         .expect("ingest");
     assert_eq!(r.linked, 1);
     assert!(!fs.exists(&p), "the old name is gone");
