@@ -94,7 +94,13 @@ impl DbInner {
             },
         );
         if let Err(e) = installed {
-            self.remove_outputs(&files, &[]);
+            // After a failed manifest append the edit may still be durable
+            // (its record synced, the marker after it not): the outputs
+            // then stay, and the next open deletes them if no edit names
+            // them. Only a refused edit certainly persisted nothing.
+            if matches!(e, InstallError::Edit(_)) {
+                self.remove_outputs(&files, &[]);
+            }
             return Err(install_error(e));
         }
         self.counters.add_flush(files.iter().map(|f| f.size).sum());
@@ -157,7 +163,8 @@ impl DbInner {
                 )));
             }
             Err(e) => {
-                self.remove_outputs(&outputs, &kept);
+                // A failed manifest append may have left the edit durable:
+                // keep the outputs (see `flush_immutables`).
                 return Err(install_error(e));
             }
         }
