@@ -64,7 +64,7 @@ fn scan(db: &Db, read: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 #[test]
 fn ingestions_race_writers_snapshots_and_iterators() {
-    for seed in 0..2u64 {
+    for seed in 0..4u64 {
         run(seed);
     }
 }

@@ -291,6 +291,10 @@ impl Db {
             let published = inner.seq.publish(last);
             let mut report = outcome?;
             published?;
+            // New files may make a level due (L0 above all): without this,
+            // nothing would look until the next flush, and writers stopped
+            // by L0's file count would wait for one that never comes.
+            inner.bg.schedule_compaction(state.id);
             report.flushes = flushes;
             report.entries = files.iter().map(|f| f.entries).sum();
             return Ok(report);
@@ -318,9 +322,10 @@ impl Placed {
 
 impl DbInner {
     /// Waits until every seqno up to `seqno` is published: the writes
-    /// that took them are in the memtables. Their writers never wait for
-    /// anything an ingestion holds, so this ends.
-    fn wait_visible(&self, seqno: SeqNo) {
+    /// (and ingestions) that took them are in place. Their writers never
+    /// wait for anything an ingestion, a flush or a compaction holds, so
+    /// this ends.
+    pub(super) fn wait_visible(&self, seqno: SeqNo) {
         let mut rounds = 0u32;
         while self.seq.visible() < seqno {
             if rounds < 64 {
