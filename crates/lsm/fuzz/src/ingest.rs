@@ -81,7 +81,10 @@ fn sst_files(fs: &MemFs) -> BTreeSet<String> {
 
 /// The entries of the external file (`None` values are deletions), or
 /// the error reading it whole gives.
-fn entries_of(fs: &MemFs) -> strata_lsm::Result<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+/// A file's entries: user key and value (`None` for a deletion).
+type Entries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+fn entries_of(fs: &MemFs) -> strata_lsm::Result<Entries> {
     let reader = SstReader::open(fs, Path::new(EXTERNAL), 0, None)?;
     let mut it = reader.iter();
     it.first()?;
