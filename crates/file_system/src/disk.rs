@@ -214,6 +214,10 @@ impl FileSystem for DiskFs {
         fs::remove_file(path)
     }
 
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(dir)? {

@@ -42,6 +42,8 @@ pub enum Op {
     Rename,
     /// `FileSystem::remove`.
     Remove,
+    /// `FileSystem::link`.
+    Link,
     /// `FileSystem::list`.
     List,
     /// `FileSystem::sync_dir`.
@@ -233,6 +235,12 @@ impl FileSystem for FaultFs {
             self.state.lock().refund(len);
         }
         Ok(())
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.enter(Op::Link)?;
+        // A second name of the same bytes takes no more space.
+        self.inner.link(from, to)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

@@ -129,6 +129,16 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
 
+    /// Makes `to` a second name of the file `from` (a hard link); fails
+    /// with `AlreadyExists` if `to` is taken, and with the operating
+    /// system's error (`EXDEV`: `CrossesDevices`) when the two are on
+    /// different file systems, where the caller copies instead.
+    ///
+    /// Durability: like a creation, the new name is durable only after a
+    /// sync of `to`'s directory ([`FileSystem::sync_dir`]); the file's data
+    /// is as durable as it was under `from` (sync it to be sure).
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()>;
+
     /// Lists the names (not paths) of the entries of `dir`, in no set order.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
 

@@ -408,6 +408,27 @@ impl FileSystem for MemFs {
         Ok(())
     }
 
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.state.lock();
+        let ino = state.lookup(from)?;
+        let (dir, name) = split(to)?;
+        if state.is_dir(&dir, &name) || state.dir_mut(&dir)?.live.contains_key(&name) {
+            return Err(errno(libc::EEXIST));
+        }
+        // A new name for an existing inode: to a crash it is a creation of
+        // `to` (kept or lost with the directory's unsynced changes) whose
+        // bytes are the inode's, durable as far as they were synced.
+        let seq = state.next_change();
+        let path = join(&dir, &name);
+        state.dir_mut(&dir)?.change(DirOp {
+            seq,
+            change: Change::Create { path },
+            name,
+            target: Some(ino),
+        });
+        Ok(())
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let key = normalize(dir)?;
         let state = self.state.lock();

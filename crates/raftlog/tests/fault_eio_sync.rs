@@ -223,6 +223,9 @@ impl FileSystem for SlowSync {
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.0.remove(path)
     }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.0.link(from, to)
+    }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         self.0.list(dir)
     }

@@ -88,6 +88,9 @@ impl FileSystem for RecordingFs {
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
     }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.link(from, to)
+    }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         self.inner.list(dir)
     }

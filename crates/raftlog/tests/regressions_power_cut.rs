@@ -201,6 +201,9 @@ impl FileSystem for SnapshotOnDirSync {
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.inner.remove(path)
     }
+    fn link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.link(from, to)
+    }
     fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
         self.inner.list(dir)
     }

@@ -8,5 +8,6 @@
 //! under test or from an assertion here, is a bug.
 
 pub mod decoders;
+pub mod ingest;
 pub mod log_files;
 pub mod open_dir;

@@ -76,6 +76,15 @@ impl DbInner {
         // The remaining memtables log into this file or later ones.
         let log_number = rs.active.log_number();
         drop(rs);
+        // Garbage collection keeps only the newest version above the
+        // newest snapshot, which is right only if no later snapshot can
+        // take a seqno below an input's. An ingestion's seqno, allocated
+        // outside the write queue, holds the visible seqno back while later
+        // writes reach the memtables: wait until they are visible (the
+        // ingestion publishes right after its install), then list the
+        // snapshots.
+        let newest_seqno = mems.iter().filter_map(|m| m.largest_seqno()).max();
+        self.wait_visible(newest_seqno.unwrap_or(0));
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
         let ctx = self.output_context(cf, &next, &snapshots, None);
@@ -100,7 +109,13 @@ impl DbInner {
             },
         );
         if let Err(e) = installed {
-            self.remove_outputs(&files, &[]);
+            // After a failed manifest append the edit may still be durable
+            // (its record synced, the marker after it not): the outputs
+            // then stay, and the next open deletes them if no edit names
+            // them. Only a refused edit certainly persisted nothing.
+            if matches!(e, InstallError::Edit(_)) {
+                self.remove_outputs(&files, &[]);
+            }
             return Err(install_error(e));
         }
         self.counters.add_flush(files.iter().map(|f| f.size).sum());
@@ -130,6 +145,15 @@ impl DbInner {
     }
 
     fn compact(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool) -> Result<()> {
+        // As for a flush: an ingested file is in the version before its
+        // seqno is visible; no later snapshot may fall below an input's.
+        let newest = c
+            .inputs
+            .iter()
+            .chain(&c.overlapping)
+            .map(|f| f.desc().largest_seqno)
+            .max();
+        self.wait_visible(newest.unwrap_or(0));
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
         let ctx = self.output_context(cf, &next, &snapshots, Some(c));
@@ -156,7 +180,8 @@ impl DbInner {
                 )));
             }
             Err(e) => {
-                self.remove_outputs(&outputs, &kept);
+                // A failed manifest append may have left the edit durable:
+                // keep the outputs (see `flush_immutables`).
                 return Err(install_error(e));
             }
         }

@@ -13,7 +13,9 @@
 //! 4. `manifest`: the manifest file and the last persisted version of each
 //!    family (its rewrite needs them), taken inside the persist hook;
 //! 5. leaves: `bg` (background scheduling), `snapshots`, `error`, the
-//!    sequence allocator's ranges, the block cache's shards.
+//!    sequence allocator's ranges, the block cache's shards, the range
+//!    latches' set (`latch.rs`; a writer waits on a latch holding none of
+//!    the locks above).
 //!
 //! The design, and what survives a crash, are in `docs/lsm.md`.
 
@@ -21,8 +23,11 @@ mod admin;
 mod background;
 pub(crate) mod cf;
 mod flush;
+mod ingest;
+mod ingest_files;
 pub mod inspect;
 mod iter;
+mod latch;
 mod manifest_log;
 mod options;
 mod read;
@@ -52,7 +57,9 @@ use crate::wal::WalWriter;
 
 pub use background::{CompactionInfo, EventListener, FlushInfo};
 pub use cf::{check_name, ColumnFamily, COLUMN_FAMILY_NAME_MAX, DEFAULT_COLUMN_FAMILY_NAME};
+pub use ingest::{IngestOptions, IngestReport};
 pub use iter::DbIterator;
+pub use latch::latch_waits_on_this_thread;
 pub use options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions};
 pub use recovery::RecoveryReport;
 pub use snapshot::Snapshot;
@@ -60,6 +67,7 @@ pub use stats::Statistics;
 
 use background::Background;
 use cf::CfSet;
+use latch::RangeLatches;
 use manifest_log::ManifestLog;
 use snapshot::SnapshotList;
 use stats::Counters;
@@ -132,6 +140,9 @@ pub(crate) struct DbInner {
     obsolete: Receiver<FileNumber>,
     rate_limiter: Arc<RateLimiter>,
     snapshots: Arc<SnapshotList>,
+    /// The key ranges of ingestions in progress, which their writers wait
+    /// out (`latch.rs`); one atomic load per write when none runs.
+    latches: RangeLatches,
     bg: Background,
     /// The first error that stopped writes (a failed WAL write or sync, a
     /// failed flush or compaction, a failed manifest write).

@@ -76,7 +76,16 @@ impl DbInner {
             let path = self
                 .dir
                 .join(crate::compaction::sst_file_name(file.number()));
-            crate::sst::SstReader::open(&*self.fs, &path, file.number(), self.cache.clone())
+            // An ingested file's entries are stored at seqno 0 and read
+            // at the seqno its version records (`docs/lsm.md`,
+            // "Ingestion"); every other file reads as stored.
+            crate::sst::SstReader::open_assigned(
+                &*self.fs,
+                &path,
+                file.number(),
+                self.cache.clone(),
+                file.desc().largest_seqno,
+            )
         })
     }
 

@@ -364,6 +364,7 @@ pub(super) fn open(
         obsolete,
         rate_limiter: Arc::new(RateLimiter::new(rate)),
         snapshots: Arc::new(SnapshotList::default()),
+        latches: Default::default(),
         bg: Background::new(options.background_threads),
         error: Mutex::new(None),
         stopped: AtomicBool::new(false),

@@ -142,6 +142,9 @@ impl DbInner {
             }
         }
         drop(cfs);
+        // An ingestion in progress over a key this batch writes holds it
+        // back until the ingestion is installed; one atomic load otherwise.
+        self.latches.wait_for(batch);
         self.pace(options, &touched)?;
         let request = WriteRequest {
             batch: Mutex::new(batch.clone()),

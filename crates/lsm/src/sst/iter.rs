@@ -260,6 +260,11 @@ pub struct SstIter {
     kind: ValueKind,
     /// The key before the last move (a reused buffer), for the order check.
     before: Vec<u8>,
+    /// An ingested file's seqno (see `SstReader::open_assigned`): entries
+    /// are stored at seqno 0 with unique user keys, and presented at it.
+    global_seqno: Option<SeqNo>,
+    /// The presented key of the current entry, when `global_seqno` is set.
+    presented: Vec<u8>,
 }
 
 /// What the key reached by a move must be, relative to a reference key.
@@ -283,6 +288,7 @@ impl SstIter {
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
     ) -> SstIter {
+        let global_seqno = reader.global_seqno;
         let top = reader.index_top.iter();
         let index: IndexCursor = match reader.footer.index_kind {
             IndexKind::Single => Box::new(top),
@@ -298,6 +304,8 @@ impl SstIter {
             seqno: 0,
             kind: ValueKind::Put,
             before: Vec::new(),
+            global_seqno,
+            presented: Vec::new(),
         }
     }
 
@@ -308,6 +316,9 @@ impl SstIter {
 
     /// The current encoded internal key. Only meaningful when `valid()`.
     pub fn key(&self) -> &[u8] {
+        if self.global_seqno.is_some() {
+            return &self.presented;
+        }
         self.data.key()
     }
 
@@ -386,12 +397,58 @@ impl SstIter {
         self.positioned = in_bounds;
         self.seqno = seqno;
         self.kind = kind;
+        if let Some(g) = self.global_seqno {
+            if seqno != 0 {
+                let at = self.data.block_offset();
+                self.positioned = false;
+                self.data.inner = None;
+                return Err(self
+                    .data
+                    .reader
+                    .corruption(at, "ingested file: an entry not stored at seqno 0"));
+            }
+            self.seqno = g;
+            self.presented.clear();
+            self.presented.extend_from_slice(user_key);
+            self.presented
+                .extend_from_slice(&key::trailer(g, kind).to_le_bytes());
+        }
         Ok(())
+    }
+
+    /// For an ingested file: the stored key to seek to for the presented
+    /// `target`. The stored entries of a user key sort after every target
+    /// of that key (seqno 0 is the smallest), so a seek goes to the key's
+    /// newest possible target and then steps over an entry presented
+    /// below `target`; see `seek` and `seek_for_prev`.
+    fn stored_target(target: &[u8], newest: bool) -> Vec<u8> {
+        let user_key = &target[..target.len().saturating_sub(key::TRAILER_LEN)];
+        let mut t = user_key.to_vec();
+        let trailer = if newest {
+            key::trailer(MAX_SEQNO, ValueKind::BlobIndex)
+        } else {
+            0
+        };
+        t.extend_from_slice(&trailer.to_le_bytes());
+        t
     }
 
     /// Moves to the first entry at or after `target` (an encoded internal
     /// key; see [`lookup_key`]), or the lower bound if later.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if self.global_seqno.is_some() && target.len() >= key::TRAILER_LEN {
+            let stored = SstIter::stored_target(target, true);
+            self.seek_stored(&stored)?;
+            // One user key has one entry: at most one step.
+            if self.positioned && key::compare(&self.presented, target).is_lt() {
+                self.next()?;
+            }
+            return Ok(());
+        }
+        self.seek_stored(target)
+    }
+
+    fn seek_stored(&mut self, target: &[u8]) -> Result<()> {
         self.before.clear();
         match &self.lower {
             Some(l) if key::compare(target, &lookup_key(l, MAX_SEQNO)).is_lt() => {
@@ -413,6 +470,18 @@ impl SstIter {
                 return self.last();
             }
         }
+        if self.global_seqno.is_some() && target.len() >= key::TRAILER_LEN {
+            let stored = SstIter::stored_target(target, false);
+            self.seek_for_prev_stored(&stored)?;
+            if self.positioned && key::compare(&self.presented, target).is_gt() {
+                self.prev()?;
+            }
+            return Ok(());
+        }
+        self.seek_for_prev_stored(target)
+    }
+
+    fn seek_for_prev_stored(&mut self, target: &[u8]) -> Result<()> {
         self.before.clear();
         self.before.extend_from_slice(target);
         let r = self.data.seek_for_prev(target);

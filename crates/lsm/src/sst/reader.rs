@@ -56,6 +56,9 @@ pub(super) struct ReaderInner {
     properties: Properties,
     meta_index: MetaIndex,
     range_tombstones: Vec<RangeTombstone>,
+    /// An ingested file's seqno: every entry is stored at seqno 0 and
+    /// presented at this one (`docs/lsm.md`, "Ingestion").
+    pub(super) global_seqno: Option<SeqNo>,
 }
 
 /// The file and the bounds its blocks must keep.
@@ -158,6 +161,23 @@ impl SstReader {
         file_number: u64,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<SstReader> {
+        SstReader::open_assigned(fs, path, file_number, cache, 0)
+    }
+
+    /// Opens the SST file at `path` as [`SstReader::open`] does, as a file
+    /// of a version that records `assigned` as its seqno. When every entry
+    /// of the file is stored at seqno 0 (its properties say so: an
+    /// ingested file, since nothing else writes seqno 0) and `assigned` is
+    /// above 0, the reader presents every entry and range deletion at
+    /// `assigned` instead: keys, seqnos, seeks and lookups all see the
+    /// assigned seqno. Any other file reads as stored.
+    pub fn open_assigned(
+        fs: &dyn FileSystem,
+        path: &Path,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+        assigned: SeqNo,
+    ) -> Result<SstReader> {
         let file = fs.open(path, false).map_err(Error::io("open", path))?;
         let file_size = file.len().map_err(Error::io("stat", path))?;
         if file_size < FOOTER_LEN as u64 {
@@ -199,10 +219,19 @@ impl SstReader {
                 "a prefix filter without a prefix length",
             ));
         }
-        let range_tombstones = match meta_index.get(meta_index::RANGE_DELETIONS) {
+        let mut range_tombstones = match meta_index.get(meta_index::RANGE_DELETIONS) {
             Some(h) => blocks.read_decoded(h, "range-deletion", range_del::decode)?,
             None => Vec::new(),
         };
+        let global_seqno = (assigned > 0
+            && properties.largest_seqno == 0
+            && range_tombstones.iter().all(|t| t.seqno == 0))
+        .then_some(assigned);
+        if let Some(g) = global_seqno {
+            for t in &mut range_tombstones {
+                t.seqno = g;
+            }
+        }
         // The top level is read around the cache: it stays pinned here.
         let index_top = Arc::new(blocks.read_decoded(footer.index, "index", |raw| {
             Block::decode(raw, KeyOrder::Internal)
@@ -219,6 +248,7 @@ impl SstReader {
                 properties,
                 meta_index,
                 range_tombstones,
+                global_seqno,
             }),
         })
     }
@@ -226,6 +256,12 @@ impl SstReader {
     /// The file's path.
     pub fn path(&self) -> &Path {
         self.inner.path()
+    }
+
+    /// The seqno every entry is presented at, for an ingested file opened
+    /// with [`SstReader::open_assigned`]; `None` for any other.
+    pub fn global_seqno(&self) -> Option<SeqNo> {
+        self.inner.global_seqno
     }
 
     /// The names and handles of the file's meta blocks.

@@ -1,0 +1,250 @@
+//! Ingestion's contract, scenario by scenario: the files become visible at
+//! one new seqno ordered after every earlier write; snapshots and
+//! iterators taken before never see them; they go to the deepest free
+//! level (L0 when a memtable or L0 holds the range); `replace_range`
+//! deletes the range and ingests in one step; the files survive a reopen
+//! and compactions; `move_files` links instead of copying.
+
+mod db_ingest_support;
+mod db_support;
+
+use db_ingest_support::*;
+use db_support::*;
+use strata_fs::{FileSystem, MemFs};
+use strata_lsm::{IngestOptions, ReadOptions, WriteOptions};
+
+fn k(i: u32) -> Vec<u8> {
+    key(i)
+}
+
+fn get(db: &strata_lsm::Db, read: &ReadOptions, i: u32) -> Option<Vec<u8>> {
+    db.get(read, &db.default_column_family(), &k(i))
+        .expect("get")
+}
+
+fn tagged(tag: &str, i: u32) -> Option<Vec<u8>> {
+    Some(format!("{tag}:{}", String::from_utf8_lossy(&k(i))).into_bytes())
+}
+
+#[test]
+fn ingested_files_are_visible_at_a_new_seqno_and_snapshots_do_not_see_them() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    for i in 0..20 {
+        db.put(&w, &cf, &k(i), b"old").expect("put");
+    }
+    let snap = db.snapshot();
+    let mut before = db.iter(&ReadOptions::default(), &cf).expect("iter");
+    fs.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let path = external_path("a");
+    write_external(&fs, &path, &puts((5..15).map(k), "new"));
+    let report = db
+        .ingest(&cf, std::slice::from_ref(&path), &IngestOptions::default())
+        .expect("ingest");
+    assert_eq!(report.entries, 10);
+    assert!(report.flushes >= 1, "the memtable held the range");
+    let now = ReadOptions::default();
+    for i in 0..20 {
+        let want = if (5..15).contains(&i) {
+            tagged("new", i)
+        } else {
+            Some(b"old".to_vec())
+        };
+        assert_eq!(get(&db, &now, i), want, "key {i}");
+    }
+    let at_snap = ReadOptions {
+        snapshot: Some(snap),
+        ..ReadOptions::default()
+    };
+    for i in 0..20 {
+        assert_eq!(
+            get(&db, &at_snap, i),
+            Some(b"old".to_vec()),
+            "snapshot, key {i}"
+        );
+    }
+    let old = scan_forward(&mut before);
+    assert!(old.iter().all(|(_, v)| v == b"old"));
+    let mut it = db.iter(&at_snap, &cf).expect("iter at snapshot");
+    assert_eq!(scan_forward(&mut it), old);
+    assert_eq!(scan_backward(&mut it), old);
+    // The source is the caller's: copied, not moved.
+    assert!(fs.exists(&path));
+    // Writes after the ingestion win over it.
+    db.put(&w, &cf, &k(7), b"later").expect("put");
+    assert_eq!(get(&db, &now, 7), Some(b"later".to_vec()));
+    // Through a reopen and a full compaction, the same view.
+    db.close().expect("close");
+    let db = open(&fs, small_options()).expect("reopen");
+    let cf = db.default_column_family();
+    for _ in 0..2 {
+        for i in 0..20 {
+            let want = match i {
+                7 => Some(b"later".to_vec()),
+                5..15 => tagged("new", i),
+                _ => Some(b"old".to_vec()),
+            };
+            assert_eq!(get(&db, &now, i), want, "key {i}");
+        }
+        db.compact_range(&cf, None, None).expect("compact");
+    }
+}
+
+#[test]
+fn a_range_nothing_holds_goes_to_the_last_level_and_deletions_are_ingested() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    fs.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let a = external_path("a");
+    write_external(&fs, &a, &puts((0..10).map(k), "a"));
+    let r = db
+        .ingest(&cf, &[a], &IngestOptions::default())
+        .expect("ingest a");
+    let last = cf.options().compaction.num_levels as u8 - 1;
+    assert_eq!(r.level, last);
+    assert_eq!(r.flushes, 0);
+    // Over it: the next ingestion of the range goes one level up, and its
+    // deletions hide the older values.
+    let b = external_path("b");
+    let mut entries = puts((0..5).map(k), "b");
+    for (i, e) in entries.iter_mut().enumerate() {
+        if i % 2 == 1 {
+            e.1 = None;
+        }
+    }
+    write_external(&fs, &b, &entries);
+    let r2 = db
+        .ingest(&cf, &[b], &IngestOptions::default())
+        .expect("ingest b");
+    assert_eq!(r2.level, last - 1);
+    assert!(r2.seqno > r.seqno);
+    let now = ReadOptions::default();
+    for i in 0..10 {
+        let want = match i {
+            0..5 if i % 2 == 1 => None,
+            0..5 => tagged("b", i),
+            _ => tagged("a", i),
+        };
+        assert_eq!(get(&db, &now, i), want, "key {i}");
+    }
+}
+
+#[test]
+fn several_disjoint_files_in_one_ingestion_are_one_change() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    fs.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let paths: Vec<_> = (0..3).map(|n| external_path(&format!("f{n}"))).collect();
+    for (n, p) in paths.iter().enumerate() {
+        let n = n as u32;
+        write_external(&fs, p, &puts((n * 10..n * 10 + 10).map(k), "m"));
+    }
+    // Given in any order.
+    let given = vec![paths[2].clone(), paths[0].clone(), paths[1].clone()];
+    let r = db
+        .ingest(&cf, &given, &IngestOptions::default())
+        .expect("ingest");
+    assert_eq!(r.files.len(), 3);
+    assert_eq!(r.entries, 30);
+    let mut it = db.iter(&ReadOptions::default(), &cf).expect("iter");
+    assert_eq!(scan_forward(&mut it).len(), 30);
+}
+
+#[test]
+fn replace_range_swaps_the_contents_of_the_range_in_one_step() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    for i in 0..30 {
+        db.put(&w, &cf, &k(i), b"old").expect("put");
+    }
+    db.flush(&cf, true).expect("flush");
+    for i in 0..30 {
+        if i % 3 == 0 {
+            db.put(&w, &cf, &k(i), b"newer").expect("put");
+        }
+    }
+    let snap = db.snapshot();
+    fs.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let p = external_path("snap");
+    // The region [10, 20) now holds only its even keys.
+    write_external(
+        &fs,
+        &p,
+        &puts((10..20).filter(|i| i % 2 == 0).map(k), "snap"),
+    );
+    let r = db
+        .replace_range(&cf, &k(10), &k(20), &[p], &IngestOptions::default())
+        .expect("replace_range");
+    assert_eq!(r.delete_seqno, Some(r.seqno - 1));
+    let now = ReadOptions::default();
+    let expect = |i: u32| match i {
+        10..20 if i.is_multiple_of(2) => tagged("snap", i),
+        10..20 => None,
+        _ if i.is_multiple_of(3) => Some(b"newer".to_vec()),
+        _ => Some(b"old".to_vec()),
+    };
+    for i in 0..30 {
+        assert_eq!(get(&db, &now, i), expect(i), "key {i}");
+    }
+    let at_snap = ReadOptions {
+        snapshot: Some(snap),
+        ..ReadOptions::default()
+    };
+    for i in 0..30 {
+        let want = if i % 3 == 0 {
+            b"newer".to_vec()
+        } else {
+            b"old".to_vec()
+        };
+        assert_eq!(get(&db, &at_snap, i), Some(want), "snapshot, key {i}");
+    }
+    // An empty snapshot: the range is emptied.
+    let r = db
+        .replace_range(&cf, &k(0), &k(5), &[], &IngestOptions::default())
+        .expect("replace_range with no files");
+    assert_eq!(r.entries, 0);
+    for i in 0..5 {
+        assert_eq!(get(&db, &now, i), None, "key {i}");
+    }
+    db.close().expect("close");
+    let db = open(&fs, small_options()).expect("reopen");
+    let cf = db.default_column_family();
+    db.compact_range(&cf, None, None).expect("compact");
+    for i in 0..30 {
+        let want = if i < 5 { None } else { expect(i) };
+        assert_eq!(get(&db, &now, i), want, "after reopen, key {i}");
+    }
+}
+
+#[test]
+fn move_files_links_the_file_and_removes_its_old_name() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    fs.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let p = external_path("moved");
+    write_external(&fs, &p, &puts((0..10).map(k), "m"));
+    let r = db
+        .ingest(
+            &cf,
+            std::slice::from_ref(&p),
+            &IngestOptions { move_files: true },
+        )
+        .expect("ingest");
+    assert_eq!(r.linked, 1);
+    assert!(!fs.exists(&p), "the old name is gone");
+    for i in 0..10 {
+        assert_eq!(get(&db, &ReadOptions::default(), i), tagged("m", i));
+    }
+}
