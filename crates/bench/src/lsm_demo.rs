@@ -170,6 +170,24 @@ fn scan_all(db: &Db, cf: &ColumnFamily, live: u64) -> Result<Duration, BenchErro
 pub fn run(args: &LsmDemoArgs) -> Result<(), BenchError> {
     let n = args.lsm_keys.max(1);
     if args.lsm_dir.exists() {
+        // Only a directory of the engine's own files is wiped.
+        let entries = std::fs::read_dir(&args.lsm_dir)
+            .map_err(|e| BenchError::Usage(format!("reading {}: {e}", args.lsm_dir.display())))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let ours = name == "CURRENT"
+                || name == "LOCK"
+                || name.starts_with("MANIFEST-")
+                || name.ends_with(".sst")
+                || name.ends_with(".wal")
+                || name.ends_with(".tmp");
+            if !ours {
+                return Err(BenchError::Usage(format!(
+                    "{} holds {name}, which the lsm engine did not write: not wiping it",
+                    args.lsm_dir.display()
+                )));
+            }
+        }
         std::fs::remove_dir_all(&args.lsm_dir)
             .map_err(|e| BenchError::Usage(format!("wiping {}: {e}", args.lsm_dir.display())))?;
     }
