@@ -86,7 +86,7 @@ fn write_phase(
     let chunks: Vec<&[u64]> = indexes
         .chunks(indexes.len().div_ceil(writers.max(1) as usize).max(1))
         .collect();
-    let result: Result<(), strata_lsm::Error> = std::thread::scope(|s| {
+    let result: Result<Result<(), strata_lsm::Error>, BenchError> = std::thread::scope(|s| {
         let handles: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
@@ -106,12 +106,19 @@ fn write_phase(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().expect("writer thread"))
+        let mut outcome = Ok(Ok(()));
+        for h in handles {
+            let joined = h
+                .join()
+                .map_err(|_| BenchError::Panic("an lsm demo writer thread panicked".into()));
+            if outcome.as_ref().is_ok_and(|r| r.is_ok()) {
+                outcome = joined;
+            }
+        }
+        outcome
     });
     progress.finish_and_clear();
-    result.map_err(engine_error)?;
+    result?.map_err(engine_error)?;
     Ok(start.elapsed())
 }
 

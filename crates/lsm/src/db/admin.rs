@@ -97,6 +97,7 @@ impl Db {
                 visible: inner.seq.visible(),
             }),
             dropped: Default::default(),
+            compaction_debt: Default::default(),
         });
         inner.cfs.store(Arc::new(cfs.with(state.clone())));
         Ok(ColumnFamily { state })

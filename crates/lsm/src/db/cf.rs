@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::options::ColumnFamilyOptions;
@@ -38,6 +38,9 @@ pub(crate) struct CfState {
     /// Set when the family is dropped: writes to it fail, its background
     /// work stops, and its files go once the last handle and reader let go.
     pub dropped: AtomicBool,
+    /// The compaction debt of the last persisted version, which writers pace
+    /// themselves by: computed once per install, not once per write.
+    pub compaction_debt: AtomicU64,
 }
 
 impl fmt::Debug for CfState {

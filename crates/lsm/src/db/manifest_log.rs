@@ -97,6 +97,10 @@ impl DbInner {
         };
         match result {
             Ok(()) => {
+                cf.compaction_debt.store(
+                    crate::compaction::pending_compaction_bytes(&version, &cf.options.compaction),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 m.families.insert(cf.id, (cf.name.clone(), version));
                 Ok(())
             }

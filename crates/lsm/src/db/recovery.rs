@@ -324,6 +324,7 @@ pub(super) fn open(
     let mut set = CfSet::default();
     for (id, f) in &families {
         let cf_options = options.column_family(&f.name).clone();
+        let debt = crate::compaction::pending_compaction_bytes(&f.version, &cf_options.compaction);
         let state = Arc::new(CfState {
             id: *id,
             name: f.name.clone(),
@@ -338,6 +339,7 @@ pub(super) fn open(
                 visible: last_seqno,
             }),
             dropped: AtomicBool::new(false),
+            compaction_debt: AtomicU64::new(debt),
         });
         set = set.with(state);
     }

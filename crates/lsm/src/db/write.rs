@@ -14,21 +14,9 @@ use super::options::WriteOptions;
 use super::{Db, DbInner};
 use crate::batch::WriteBatch;
 use crate::column_family::ColumnFamilyId;
-use crate::compaction::pending_compaction_bytes;
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::wal::WalWriter;
-
-impl WalWriter {
-    /// Syncs, appends an empty batch as a marker, and syncs again: the
-    /// marker's `synced_end` vouches for every record before it, so damage
-    /// in them found at the next open is corruption, never a torn tail.
-    pub(super) fn close_durably(&mut self) -> Result<()> {
-        self.sync()?;
-        self.append(&[WriteBatch::new().payload()])?;
-        self.sync()
-    }
-}
 
 /// Bytes of batches one leader takes into its group.
 const GROUP_BYTES_MAX: u64 = 4 << 20;
@@ -239,7 +227,9 @@ impl DbInner {
                     stop = Some(format!("{}: {l0} files in L0", cf.name));
                     break;
                 }
-                let debt = pending_compaction_bytes(&state.version, c);
+                let debt = cf
+                    .compaction_debt
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 if debt >= c.hard_pending_compaction_bytes {
                     stop = Some(format!("{}: {debt} bytes of compaction debt", cf.name));
                     break;
