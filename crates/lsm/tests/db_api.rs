@@ -314,10 +314,28 @@ fn no_slowdown_turns_a_stall_into_busy() {
         db.get(&ReadOptions::default(), &cf, b"late").expect("get"),
         None
     );
-    // A writer that may wait gets through once the thread is free.
+    // A writer that may wait waits while the thread is held (so it is
+    // counted as a stall), and gets through once the thread is free.
+    let waiting = {
+        let db = db.clone();
+        let cf = cf.clone();
+        std::thread::spawn(move || db.put(&WriteOptions::default(), &cf, b"late", b"v"))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(
+        !waiting.is_finished(),
+        "a write got through a full set of memtables"
+    );
     let (lock, cv) = &*gate;
     *lock.lock().expect("gate lock") = true;
     cv.notify_all();
-    db.put(&w, &cf, b"late", b"v").expect("a waiting write");
+    waiting
+        .join()
+        .expect("writer thread")
+        .expect("a waiting write");
     assert!(db.statistics().stalls >= 1);
+    assert_eq!(
+        db.get(&ReadOptions::default(), &cf, b"late").expect("get"),
+        Some(b"v".to_vec())
+    );
 }
