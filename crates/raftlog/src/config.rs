@@ -43,6 +43,11 @@ pub struct Config {
     pub recycle_files_max: usize,
     /// Preallocate each new log file to its target size. Default true.
     pub preallocate: bool,
+    /// Make the append queue's next file ahead of its rotation, on a thread
+    /// of the engine's own, so that a rotation on the write path is one
+    /// rename (`docs/raftlog.md`, "Rotation off the leader's path"). Off,
+    /// the writer that rotates makes the file. Default true.
+    pub prepare_next_file: bool,
     /// The largest payload one batch may have. Default 256 MiB; min 1 KiB; max 1 GiB.
     pub batch_bytes_max: u64,
 }
@@ -59,6 +64,7 @@ impl Default for Config {
             recovery_threads: 4,
             recycle_files_max: 16,
             preallocate: true,
+            prepare_next_file: true,
             batch_bytes_max: 256 << 20,
         }
     }

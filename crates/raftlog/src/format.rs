@@ -87,6 +87,14 @@ pub struct FileId {
 pub const SEQ_MAX: u64 = (1 << 56) - 1;
 
 impl FileId {
+    /// The file after this one in its queue.
+    pub fn next(self) -> FileId {
+        FileId {
+            queue: self.queue,
+            seq: self.seq + 1,
+        }
+    }
+
     /// Returns the id as stored on disk.
     pub fn to_u64(self) -> u64 {
         debug_assert!(self.seq <= SEQ_MAX);

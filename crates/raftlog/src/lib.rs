@@ -32,6 +32,7 @@ pub mod inspect;
 mod log_batch;
 mod metrics;
 mod pipe;
+mod prepare;
 mod purge;
 pub mod reader;
 mod recovery;

@@ -17,6 +17,8 @@ pub(crate) struct Metrics {
     pub compressed_batches: AtomicU64,
     pub files_rotated: AtomicU64,
     pub files_recycled: AtomicU64,
+    pub files_prepared: AtomicU64,
+    pub rotations_prepared: AtomicU64,
     pub index_sections_written: AtomicU64,
     pub files_purged: AtomicU64,
     pub purges: AtomicU64,
@@ -45,6 +47,10 @@ pub struct MetricsSnapshot {
     pub files_rotated: u64,
     /// New log files made from recycled ones.
     pub files_recycled: u64,
+    /// Append files made ahead of their rotation by the preparer thread.
+    pub files_prepared: u64,
+    /// Rotations that took a file made ahead (the others made their own).
+    pub rotations_prepared: u64,
     /// Sealed files given an index section (see `docs/format/raftlog.md`).
     pub index_sections_written: u64,
     /// Files deleted or recycled by purge.
@@ -74,6 +80,8 @@ impl Metrics {
             compressed_batches: AtomicU64::new(0),
             files_rotated: AtomicU64::new(0),
             files_recycled: AtomicU64::new(0),
+            files_prepared: AtomicU64::new(0),
+            rotations_prepared: AtomicU64::new(0),
             index_sections_written: AtomicU64::new(0),
             files_purged: AtomicU64::new(0),
             purges: AtomicU64::new(0),
@@ -116,6 +124,8 @@ impl Metrics {
             compressed_batches: self.compressed_batches.load(Relaxed),
             files_rotated: self.files_rotated.load(Relaxed),
             files_recycled: self.files_recycled.load(Relaxed),
+            files_prepared: self.files_prepared.load(Relaxed),
+            rotations_prepared: self.rotations_prepared.load(Relaxed),
             index_sections_written: self.index_sections_written.load(Relaxed),
             files_purged: self.files_purged.load(Relaxed),
             purges: self.purges.load(Relaxed),

@@ -42,7 +42,7 @@ use crate::{Config, Error, Result};
 /// cheaper than faulting fresh pages in (A-1, ~10 KiB appends: 1.03x to 1.44x
 /// raft-engine's writes/s, write amp 0.77 to 0.79). At 32 KiB keeping
 /// it already cost write amp 0.61 to 0.73.
-const SMALL_APPEND_BYTES: u64 = 16 << 10;
+pub(crate) const SMALL_APPEND_BYTES: u64 = 16 << 10;
 
 /// The file a queue is writing.
 #[derive(Debug)]
@@ -59,6 +59,17 @@ pub(crate) struct ActiveFile {
 }
 
 impl ActiveFile {
+    /// A file holding only its header and an end marker, both synced.
+    pub fn empty(id: FileId, file: Arc<dyn File>) -> ActiveFile {
+        ActiveFile {
+            id,
+            file,
+            offset: FILE_HEADER_LEN as u64,
+            synced_end: FILE_HEADER_LEN as u64,
+            section: SectionBuilder::default(),
+        }
+    }
+
     /// Writes the file's index section after the end marker and the trailer at
     /// the end of the file; the caller's sealing sync makes them durable. Best
     /// effort: a file without them is scanned by recovery, so a failure here
@@ -98,8 +109,8 @@ pub(crate) struct Pipe {
     pub files: RwLock<BTreeMap<FileId, Arc<dyn File>>>,
     pub append: Mutex<ActiveFile>,
     pub rewrite: Mutex<Option<ActiveFile>>,
-    /// Names of purged files waiting for reuse.
-    pub recycled: Mutex<Vec<String>>,
+    /// Names of purged files waiting for reuse (shared with the preparer).
+    pub recycled: Arc<Mutex<Vec<String>>>,
     /// Sequence number the next rewrite file takes.
     pub next_rewrite_seq: Mutex<u64>,
 }
@@ -183,47 +194,38 @@ impl Pipe {
             return Err(e);
         }
         Metrics::add(&metrics.fsyncs, 2);
-        Ok(ActiveFile {
-            id,
-            file,
-            offset: FILE_HEADER_LEN as u64,
-            // The header was synced above.
-            synced_end: FILE_HEADER_LEN as u64,
-            section: SectionBuilder::default(),
-        })
+        Ok(ActiveFile::empty(id, file))
     }
 
-    /// Seals `active` (syncing it) and replaces it with the next file of its queue.
-    pub fn rotate(&self, active: &mut ActiveFile, metrics: &Metrics) -> Result<()> {
+    /// Writes `active`'s index section and syncs the file if `sync` or if
+    /// the section could not be written (a failing file must not pass for
+    /// sealed); returns whether it synced.
+    pub fn seal(&self, active: &ActiveFile, sync: bool, metrics: &Metrics) -> Result<bool> {
         fail::fail_point!("raftlog::rotate::seal", |_| Err(Error::Io {
             op: "sync",
             path: self.path(active.id),
             source: std::io::Error::other("fail point"),
         }));
-        if active.write_index_section().is_ok() {
+        let written = active.write_index_section().is_ok();
+        if written {
             Metrics::add(&metrics.index_sections_written, 1);
         }
-        active
-            .file
-            .sync_data()
-            .map_err(Error::io("sync", self.path(active.id)))?;
-        Metrics::add(&metrics.fsyncs, 1);
-        let next = FileId {
-            queue: active.id.queue,
-            seq: active.id.seq + 1,
-        };
-        let new = Self::new_file(
-            &self.fs,
-            &self.dir,
-            &self.config,
-            &self.recycled,
-            metrics,
-            next,
-        )?;
-        self.files.write().insert(next, new.file.clone());
+        let sync = sync || !written;
+        if sync {
+            active
+                .file
+                .sync_data()
+                .map_err(Error::io("sync", self.path(active.id)))?;
+            Metrics::add(&metrics.fsyncs, 1);
+        }
+        Ok(sync)
+    }
+
+    /// Makes `new` the queue's active file in place of the sealed `active`.
+    pub fn install_next(&self, active: &mut ActiveFile, new: ActiveFile, metrics: &Metrics) {
+        self.files.write().insert(new.id, new.file.clone());
         *active = new;
         Metrics::add(&metrics.files_rotated, 1);
-        Ok(())
     }
 
     /// Reads exactly the record at `loc` (no byte before or after it), checks

@@ -50,6 +50,10 @@ pub struct RecoveryReport {
     pub files_from_sections: u64,
     /// Files found with an unfinished header (a crash while creating them) and removed.
     pub unfinished_files: Vec<PathBuf>,
+    /// A file made ahead for the append queue that a rotation had renamed
+    /// into place, found under its old name (the crash lost the rename) and
+    /// renamed again: its new path.
+    pub adopted_file: Option<PathBuf>,
     /// Wall time of recovery.
     pub duration: Duration,
 }
@@ -194,6 +198,8 @@ pub(crate) fn recover(
     }
     crate::inspect::sort_in_log_order(&mut ids);
     check_contiguous(dir, &ids)?;
+    report.adopted_file =
+        crate::prepare::adopt_prepared(fs.as_ref(), dir, &mut ids, &mut recycled)?;
 
     // Sections skip the records' checksums: a mode that promises to verify
     // everything scans every record.

@@ -242,6 +242,8 @@ fn write_sync_error_poisons_the_engine() {
 #[test]
 fn rotate_create_error_fails_writes_until_cleared() {
     let scenario = FailScenario::setup();
+    // The preparer makes nothing ahead: every rotation makes its own file.
+    fail::cfg("raftlog::prepare", "return").unwrap();
     let fs = MemFs::new();
     let engine = open(&fs);
     let mut model = Model::default();
@@ -741,5 +743,86 @@ fn a_failed_group_never_comes_back_after_a_power_cut() {
             "seed {seed}: a failed write came back"
         );
     }
+    scenario.teardown();
+}
+
+/// Waits (up to 10 s) until the preparer has made `n` files ahead.
+fn wait_prepared(engine: &Engine, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while engine.metrics().files_prepared < n {
+        assert!(std::time::Instant::now() < deadline, "nothing prepared");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// A rotation renames the file made ahead into place without a directory
+/// sync. If the power is cut before any later directory sync, the file is
+/// back under its `recycle-` name holding synced, acknowledged records:
+/// recovery must find it by its header and keep them.
+#[test]
+fn a_file_made_ahead_whose_rename_a_crash_lost_is_adopted() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    wait_prepared(&engine, 1);
+    // From here the preparer syncs no directory: the rename stays unsynced.
+    fail::cfg("raftlog::prepare", "return").unwrap();
+    while engine.metrics().rotations_prepared == 0 {
+        model.append(&engine, 1, 1, true).unwrap();
+    }
+    for _ in 0..3 {
+        model.append(&engine, 1, 1, true).unwrap();
+    }
+    let copy = fs.deep_clone();
+    copy.crash(CrashMode::DropUnsynced);
+    let reopened = open(&copy);
+    assert!(
+        reopened.recovery_report().adopted_file.is_some(),
+        "{:?}",
+        reopened.recovery_report()
+    );
+    model.check(&reopened, "after the rename was lost");
+    drop(reopened);
+    // Adopted once, the file is in place for good.
+    let again = open(&copy);
+    assert!(again.recovery_report().adopted_file.is_none());
+    model.check(&again, "after a second reopen");
+    drop(again);
+    fail::remove("raftlog::prepare");
+    // The same writes with the rename made durable by the preparer.
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "prepared rotation");
+    scenario.teardown();
+}
+
+/// A rotation that takes the file made ahead and fails to rename it fails
+/// its writes, gives the file back, and the next rotation works.
+#[test]
+fn a_failed_rename_of_a_file_made_ahead_fails_only_those_writes() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut model = Model::default();
+    wait_prepared(&engine, 1);
+    fail::cfg("raftlog::rotate::rename", "return").unwrap();
+    let err = loop {
+        if let Err(e) = model.append(&engine, 1, 1, true) {
+            break e;
+        }
+        assert_eq!(
+            engine.metrics().files_rotated,
+            0,
+            "rotated past the fail point"
+        );
+    };
+    assert!(is_fail_point_io(&err, "rename"), "{err:?}");
+    fail::remove("raftlog::rotate::rename");
+    for _ in 0..200 {
+        model.append(&engine, 1, 1, true).unwrap();
+    }
+    assert!(engine.metrics().files_rotated >= 2);
+    model.check(&engine, "after the failed rename");
+    drop(engine);
+    check_after_crash(&fs, &model, CrashMode::DropUnsynced, "failed rename");
     scenario.teardown();
 }

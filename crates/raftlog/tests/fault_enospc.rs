@@ -20,7 +20,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use strata_fs::{CrashMode, FaultFs, FileSystem, MemFs, Op};
 use strata_raftlog::format::FILE_HEADER_LEN;
-use strata_raftlog::{Config, Engine, RecoveryMode, Result};
+use strata_raftlog::{Config, Engine, LogBatch, RecoveryMode, Result};
 
 /// Linux's `ENOSPC`: libc is not a dependency of this crate's tests.
 const ENOSPC: i32 = 28;
@@ -128,7 +128,60 @@ fn config_for(preallocate: bool) -> Config {
     Config {
         compression_threshold_bytes: 0,
         preallocate,
+        // Rotations make their own files: the cases below are the creation's
+        // (`no_space_for_files_made_ahead_...` has the preparer's).
+        prepare_next_file: false,
         ..config(RecoveryMode::TolerateTailCorruption)
+    }
+}
+
+/// With files made ahead, running out of space fails no write while the
+/// file made ahead lasts; the rotation after it, which must make its own
+/// file, fails with `ENOSPC` (not poisoned), and writes go on once space is
+/// back.
+#[test]
+fn no_space_for_files_made_ahead_fails_writes_after_the_spare_until_space_is_back() {
+    let mem = MemFs::new();
+    let ffs = FaultFs::new(Arc::new(mem.clone()));
+    let fs: Arc<dyn FileSystem> = Arc::new(ffs.clone());
+    let config = Config {
+        prepare_next_file: true,
+        ..config_for(true)
+    };
+    let engine = Engine::open_with_fs(DIR, config, fs).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while engine.metrics().files_prepared == 0 {
+        assert!(std::time::Instant::now() < deadline, "nothing prepared");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    ffs.set_space_left(Some(0));
+    let mut next = 1;
+    let write = |next: &mut u64| {
+        let mut b = LogBatch::new();
+        b.add_entries(1, *next, &[vec![7u8; 2000]]);
+        let r = engine.write(&mut b, true);
+        if r.is_ok() {
+            *next += 1;
+        }
+        r
+    };
+    let e = loop {
+        match write(&mut next) {
+            Ok(_) => assert!(next < 10_000, "space never ran out"),
+            Err(e) => break e,
+        }
+    };
+    assert!(e.is_no_space(), "{e}");
+    let m = engine.metrics();
+    assert_eq!(m.rotations_prepared, 1, "{m:?}");
+    assert_eq!(m.files_rotated, 1, "{m:?}");
+    ffs.set_space_left(None);
+    for _ in 0..100 {
+        write(&mut next).unwrap();
+    }
+    assert!(engine.metrics().files_rotated >= 2);
+    for i in 1..next {
+        assert_eq!(engine.get_entry(1, i).unwrap().map(|e| e.len()), Some(2000));
     }
 }
 

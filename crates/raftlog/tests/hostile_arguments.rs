@@ -63,6 +63,26 @@ fn assert_serving(engine: &Arc<Engine>, next: u64) {
     assert_eq!(engine.last_index(1), Some(next));
 }
 
+/// The bytes written so far, once the preparer has written the next file's
+/// header (it does so in the background, after open and each rotation).
+fn settled_bytes_written(fs: &MemFs, engine: &Engine) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while engine.metrics().files_prepared == 0 {
+        assert!(std::time::Instant::now() < deadline, "nothing prepared");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // And still for a while (a preparation after a rotation).
+    let mut written = fs.bytes_written();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = fs.bytes_written();
+        if now == written {
+            return now;
+        }
+        written = now;
+    }
+}
+
 /// Regression: entries ending past `u64::MAX` of a new group passed the
 /// continuity check, were written and synced, and then the group-commit leader
 /// panicked decoding its own batch, hanging every later writer; the record it
@@ -74,7 +94,7 @@ fn entries_overflowing_u64_are_refused_before_any_io() {
     let mut batch = LogBatch::new();
     batch.add_entries(1, 1, &[b"one"]);
     engine.write(&mut batch, true).unwrap();
-    let written = fs.bytes_written();
+    let written = settled_bytes_written(&fs, &engine);
     assert_invalid(
         write(&engine, "u64::MAX entry", |b| {
             b.add_entries(99, u64::MAX, &[b"x"])
@@ -102,7 +122,7 @@ fn bad_batches_are_refused_and_the_engine_keeps_serving() {
     let mut batch = LogBatch::new();
     batch.add_entries(1, 1, &[b"one"]);
     engine.write(&mut batch, true).unwrap();
-    let written = fs.bytes_written();
+    let written = settled_bytes_written(&fs, &engine);
     assert_invalid(
         write(&engine, "empty put key", |b| b.put(1, b"", b"v")),
         "empty put key",

@@ -597,7 +597,13 @@ fn fill_active_file(engine: &Engine, mut next: u64, len: usize) -> u64 {
 /// Makes file 3 a recycled file 1 (1000-byte records under 700-byte ones) and
 /// returns the engine with file 3 active, and the next index.
 fn engine_with_recycled_active_file(fs: &MemFs) -> (Engine, u64) {
-    let engine = Harness::open(fs);
+    // Each rotation makes its own file, so that file 3 is the recycled 1.
+    let config = strata_raftlog::Config {
+        prepare_next_file: false,
+        ..small_config()
+    };
+    let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    let engine = Engine::open_with_fs(DIR, config, dyn_fs).expect("open");
     let next = fill_active_file(&engine, 1, 1000);
     engine.compact_to(1, next).expect("compact");
     assert_eq!(engine.purge().expect("purge").files_purged, 1);

@@ -25,8 +25,9 @@
 //! 6. `pipe.next_rewrite_seq`
 //! 7. `pipe.files`
 //! 8. `append_sizes`
-//! 9. `pipe.recycled`
-//! 10. leaves, never held while taking another: `poison_reason`, `encoding`,
+//! 9. the preparer's state (`prepare.rs`)
+//! 10. `pipe.recycled`
+//! 11. leaves, never held while taking another: `poison_reason`, `encoding`,
 //!     a writer's payload and slot, the write queue's state.
 //!
 //! The group-commit queue's own state and slots are never held while a leader
@@ -53,6 +54,7 @@ use strata_fs::{DiskFs, FileLock, FileSystem};
 use crate::index::Index;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::pipe::Pipe;
+use crate::prepare::Preparer;
 use crate::recovery::RecoveryReport;
 use crate::{Config, Error, Result};
 use strata_log::group_commit::WriteQueue;
@@ -62,7 +64,10 @@ use strata_log::group_commit::WriteQueue;
 pub struct Engine {
     pub(crate) pipe: Pipe,
     pub(crate) index: Index,
-    pub(crate) metrics: Metrics,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Makes the append queue's next file ahead of the rotation (`prepare.rs`);
+    /// `None` when `Config::prepare_next_file` is off.
+    preparer: Option<Preparer>,
     queue: WriteQueue<WriteRequest, Result<()>>,
     poisoned: AtomicBool,
     poison_reason: Mutex<String>,
@@ -108,10 +113,25 @@ impl Engine {
                 Error::io("lock", &lock_path)(e)
             }
         })?;
-        let metrics = Metrics::new();
+        let metrics = Arc::new(Metrics::new());
         let index = Index::new();
         let recovered = crate::recovery::recover(&fs, &dir, &config, &index, &metrics)?;
         let active_seq = recovered.active.id.seq;
+        let recycled = Arc::new(Mutex::new(recovered.recycled));
+        let preparer = match config.prepare_next_file {
+            true => Some(
+                Preparer::start(
+                    fs.clone(),
+                    dir.clone(),
+                    config.clone(),
+                    recycled.clone(),
+                    metrics.clone(),
+                    recovered.active.id.next(),
+                )
+                .map_err(Error::io("spawn preparer", &dir))?,
+            ),
+            false => None,
+        };
         let pipe = Pipe {
             fs,
             dir,
@@ -119,13 +139,14 @@ impl Engine {
             files: parking_lot::RwLock::new(recovered.files),
             append: Mutex::new(recovered.active),
             rewrite: Mutex::new(None),
-            recycled: Mutex::new(recovered.recycled),
+            recycled,
             next_rewrite_seq: Mutex::new(recovered.next_rewrite_seq),
         };
         Ok(Engine {
             pipe,
             index,
             metrics,
+            preparer,
             queue: WriteQueue::new(),
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(String::new()),

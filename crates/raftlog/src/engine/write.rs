@@ -13,6 +13,7 @@ use crate::format::{RecordHeader, CODEC_LZ4, CODEC_NONE, FILE_HEADER_LEN, RECORD
 use crate::index::{FileRef, RecordLoc};
 use crate::log_batch::{decode_items_with_capacity, spare, LogBatch};
 use crate::metrics::Metrics;
+use crate::pipe::{ActiveFile, Pipe};
 use crate::{Engine, Error, Result};
 use strata_log::group_commit::Writer;
 
@@ -450,7 +451,7 @@ impl Engine {
     /// Cuts what a failed append may have left after the last good record, and
     /// makes the cut durable: the caller was told the write failed, so its
     /// records must not come back after a crash.
-    fn cut_tail(&self, active: &crate::pipe::ActiveFile) -> Result<()> {
+    fn cut_tail(&self, active: &ActiveFile) -> Result<()> {
         let path = self.pipe.path(active.id);
         fail::fail_point!("raftlog::write::cut", |_| Err(Error::Io {
             op: "truncate",
@@ -472,9 +473,9 @@ impl Engine {
         Ok(())
     }
 
-    fn rotate_append(&self, active: &mut crate::pipe::ActiveFile) -> Result<()> {
+    fn rotate_append(&self, active: &mut ActiveFile) -> Result<()> {
         let sealed = (active.id.seq, active.offset);
-        if let Err(e) = self.pipe.rotate(active, &self.metrics) {
+        if let Err(e) = self.rotate_to_next(active) {
             // A failed sync (of the sealed file, the new one or the directory)
             // leaves what is durable unknown.
             if matches!(
@@ -490,6 +491,73 @@ impl Engine {
         }
         self.append_sizes.lock().insert(sealed.0, sealed.1);
         self.active_seq.store(active.id.seq, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Seals the active append file and makes the next one active: the
+    /// file the preparer made ahead if it is ready (`prepare.rs`), else one
+    /// made here. The sealing sync is left to the preparer when every byte
+    /// of data was synced already: only the index section is then unsynced,
+    /// and a file without a durable section is scanned by recovery.
+    fn rotate_to_next(&self, active: &mut ActiveFile) -> Result<()> {
+        let next = active.id.next();
+        let data_synced = active.synced_end == active.offset;
+        if let Some(prepared) = self.preparer.as_ref().and_then(|p| p.take(next)) {
+            let give_back = |name: String| self.pipe.recycled.lock().push(name);
+            let synced = match self.pipe.seal(active, !data_synced, &self.metrics) {
+                Ok(synced) => synced,
+                Err(e) => {
+                    give_back(prepared.name);
+                    return Err(e);
+                }
+            };
+            let from = self.pipe.dir.join(&prepared.name);
+            fail::fail_point!("raftlog::rotate::rename", |_| {
+                give_back(prepared.name.clone());
+                Err(Error::Io {
+                    op: "rename",
+                    path: from.clone(),
+                    source: std::io::Error::other("fail point"),
+                })
+            });
+            // Not followed by a directory sync: recovery finds the file by
+            // its header if the rename is lost (`recovery::adopt_prepared`).
+            if let Err(e) = self.pipe.fs.rename(&from, &self.pipe.path(next)) {
+                give_back(prepared.name);
+                return Err(Error::io("rename", &from)(e));
+            }
+            let sealed = active.file.clone();
+            self.pipe.install_next(
+                active,
+                ActiveFile::empty(next, prepared.file),
+                &self.metrics,
+            );
+            if let Some(p) = &self.preparer {
+                p.rotated(next, (!synced).then_some(sealed));
+            }
+            Metrics::add(&self.metrics.rotations_prepared, 1);
+            return Ok(());
+        }
+        self.pipe.seal(active, true, &self.metrics)?;
+        // The active file's own rename may not be durable yet: it must be
+        // before the next file's name can be (see `prepare.rs`).
+        self.pipe
+            .fs
+            .sync_dir(&self.pipe.dir)
+            .map_err(Error::io("sync dir", &self.pipe.dir))?;
+        Metrics::add(&self.metrics.fsyncs, 1);
+        let new = Pipe::new_file(
+            &self.pipe.fs,
+            &self.pipe.dir,
+            &self.pipe.config,
+            &self.pipe.recycled,
+            &self.metrics,
+            next,
+        )?;
+        self.pipe.install_next(active, new, &self.metrics);
+        if let Some(p) = &self.preparer {
+            p.rotated(next, None);
+        }
         Ok(())
     }
 

@@ -1,0 +1,300 @@
+//! Makes the append queue's next file ahead of time, on a thread of its own,
+//! so that a rotation on the group-commit leader's path is a rename instead
+//! of a creation, a preallocation, a header write and two syncs (the file's
+//! and the directory's, the latter a journal commit that takes milliseconds
+//! while other processes create files).
+//!
+//! The preparer, woken after each rotation:
+//! 1. syncs the file the rotation sealed, when the leader left that to it
+//!    (every byte of data was synced already; only the index section was not,
+//!    and a file without a durable section is scanned by recovery);
+//! 2. takes a recycled file, or creates and preallocates a fresh one under a
+//!    `recycle-` name;
+//! 3. syncs the directory: the rotation's rename of the active file, a purge's
+//!    renames into the recycled pool and the fresh file's name are durable
+//!    from here on;
+//! 4. writes the next file's header (and end marker) and syncs the file.
+//!
+//! A rotation takes the prepared file only if it names the file the rotation
+//! needs; it renames it into place without a directory sync. So at most one
+//! rename of the append queue, the active file's own, is ever not durable,
+//! and recovery finds the file under its `recycle-` name by its header
+//! (`recovery::adopt_prepared`). Otherwise (the preparer is behind or failed)
+//! the leader syncs the directory and makes the file itself, as before.
+//!
+//! The preparer never reports an error: a failed step leaves nothing
+//! prepared, and the leader's own path then meets the same failure and
+//! reports it (a failed directory sync poisons the engine there).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+use strata_fs::{File, FileSystem};
+
+use crate::format::{encode_file_header, FileId, END_MARKER, RECYCLE_PREFIX};
+use crate::metrics::Metrics;
+use crate::pipe::SMALL_APPEND_BYTES;
+use crate::Config;
+
+/// A file ready to become the append queue's next: its header (naming `id`)
+/// and its current name are durable.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub id: FileId,
+    /// Its name in the directory, a `recycle-` name.
+    pub name: String,
+    pub file: Arc<dyn File>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The file to prepare next; `None` once it is ready.
+    want: Option<FileId>,
+    ready: Option<Prepared>,
+    /// A sealed file whose index section awaits its sync.
+    seal: Option<Arc<dyn File>>,
+    stop: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    config: Config,
+    recycled: Arc<Mutex<Vec<String>>>,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+/// The preparing thread and what it shares with the leader. Dropping it
+/// stops the thread; a file it prepared stays in the recycled pool.
+#[derive(Debug)]
+pub(crate) struct Preparer {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Preparer {
+    /// Starts the thread, preparing `first` at once.
+    pub fn start(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        config: Config,
+        recycled: Arc<Mutex<Vec<String>>>,
+        metrics: Arc<Metrics>,
+        first: FileId,
+    ) -> std::io::Result<Preparer> {
+        let shared = Arc::new(Shared {
+            fs,
+            dir,
+            config,
+            recycled,
+            metrics,
+            state: Mutex::new(State {
+                want: Some(first),
+                ..State::default()
+            }),
+            wake: Condvar::new(),
+        });
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("raftlog-prepare".into())
+                .spawn(move || shared.run())?
+        };
+        Ok(Preparer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Takes the prepared file if it is `id`'s.
+    pub fn take(&self, id: FileId) -> Option<Prepared> {
+        let mut state = self.shared.state.lock();
+        if state.ready.as_ref().is_some_and(|p| p.id == id) {
+            return state.ready.take();
+        }
+        None
+    }
+
+    /// After a rotation to `active`: prepare the file after it, and sync
+    /// `sealed` first if given.
+    pub fn rotated(&self, active: FileId, sealed: Option<Arc<dyn File>>) {
+        let mut state = self.shared.state.lock();
+        if let Some(stale) = state.ready.take() {
+            // Prepared for another id (the leader made its file itself):
+            // back to the pool, where it is an ordinary recycled file.
+            self.shared.recycled.lock().push(stale.name);
+        }
+        state.want = Some(FileId {
+            queue: active.queue,
+            seq: active.seq + 1,
+        });
+        if sealed.is_some() {
+            state.seal = sealed;
+        }
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Drop for Preparer {
+    fn drop(&mut self) {
+        self.shared.state.lock().stop = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    fn run(&self) {
+        loop {
+            let (want, seal) = {
+                let mut state = self.state.lock();
+                loop {
+                    if state.stop {
+                        return;
+                    }
+                    if state.seal.is_some() || state.want.is_some() {
+                        break;
+                    }
+                    self.wake.wait(&mut state);
+                }
+                (state.want.take(), state.seal.take())
+            };
+            if let Some(sealed) = seal {
+                // Best effort: see the module doc, step 1.
+                if sealed.sync_data().is_ok() {
+                    Metrics::add(&self.metrics.fsyncs, 1);
+                }
+            }
+            let Some(id) = want else { continue };
+            let prepared = self.prepare(id);
+            let mut state = self.state.lock();
+            match prepared {
+                // Still wanted: no rotation came in between.
+                Some(p) if state.want.is_none() && state.ready.is_none() => {
+                    state.ready = Some(p);
+                    // Counted once ready to take (tests wait on it).
+                    Metrics::add(&self.metrics.files_prepared, 1);
+                }
+                Some(p) => self.recycled.lock().push(p.name),
+                None => {}
+            }
+        }
+    }
+
+    /// Steps 2 to 4 of the module doc; `None` if any of them failed.
+    fn prepare(&self, id: FileId) -> Option<Prepared> {
+        fail::fail_point!("raftlog::prepare", |_| None);
+        let reused = self.recycled.lock().pop();
+        let (name, file) = match reused {
+            Some(name) => match self.fs.open(&self.dir.join(&name), true) {
+                Ok(file) => {
+                    Metrics::add(&self.metrics.files_recycled, 1);
+                    if self.metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
+                        // Best effort, as in `Pipe::new_file`.
+                        let _ = file.drop_cache();
+                    }
+                    (name, file)
+                }
+                Err(_) => {
+                    self.recycled.lock().push(name);
+                    return None;
+                }
+            },
+            None => {
+                let name = format!("{RECYCLE_PREFIX}prepared-{}", id.file_name());
+                let path = self.dir.join(&name);
+                let file = self.fs.create(&path).ok()?;
+                if self.config.preallocate
+                    && file.allocate(self.config.target_file_size_bytes).is_err()
+                {
+                    let _ = self.fs.remove(&path);
+                    return None;
+                }
+                (name, file)
+            }
+        };
+        let give_back = |name: String| {
+            self.recycled.lock().push(name);
+            None
+        };
+        if self.fs.sync_dir(&self.dir).is_err() {
+            return give_back(name);
+        }
+        Metrics::add(&self.metrics.fsyncs, 1);
+        let mut head = encode_file_header(id).to_vec();
+        head.extend_from_slice(&END_MARKER);
+        if file.write_at(0, &head).is_err() || file.sync_all().is_err() {
+            return give_back(name);
+        }
+        Metrics::add(&self.metrics.fsyncs, 1);
+        Some(Prepared { id, name, file })
+    }
+}
+
+/// Recovery's half of the rule above: a prepared file renamed into place by
+/// a rotation whose rename a crash lost is still under its `recycle-` name,
+/// yet may hold acknowledged records. Such a file names in its header the
+/// append file after the last one `ids` holds, and starts with a valid
+/// record. If one is among `recycled`, it is renamed into place (durably),
+/// taken out of `recycled` and its id added to `ids`; returns its new path.
+///
+/// No other recycled file can match: every other one was once a file of the
+/// queue at or below the last one, or was prepared and never written (its
+/// header is followed by an end marker).
+pub(crate) fn adopt_prepared(
+    fs: &dyn FileSystem,
+    dir: &std::path::Path,
+    ids: &mut Vec<FileId>,
+    recycled: &mut Vec<String>,
+) -> crate::Result<Option<PathBuf>> {
+    use crate::format::RECORD_HEADER_LEN;
+    use crate::format::{decode_file_header, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN};
+    let last = ids
+        .iter()
+        .filter(|id| id.queue == Queue::Append)
+        .map(|id| id.seq)
+        .max()
+        .unwrap_or(0);
+    let want = FileId {
+        queue: Queue::Append,
+        seq: last + 1,
+    };
+    for (i, name) in recycled.iter().enumerate() {
+        let path = dir.join(name);
+        let Ok(file) = fs.open(&path, false) else {
+            continue;
+        };
+        let mut head = [0u8; FILE_HEADER_LEN + RECORD_HEADER_LEN];
+        if file.read_exact_at(0, &mut head).is_err() {
+            continue;
+        }
+        if !decode_file_header(&head[..FILE_HEADER_LEN]).is_ok_and(|(id, _)| id == want) {
+            continue;
+        }
+        let record: &[u8; RECORD_HEADER_LEN] = head[FILE_HEADER_LEN..]
+            .try_into()
+            .expect("slice of the record header's length");
+        if !matches!(
+            RecordHeader::check(record, want.to_u64()),
+            HeaderCheck::Valid(_)
+        ) {
+            continue;
+        }
+        let to = dir.join(want.file_name());
+        fs.rename(&path, &to)
+            .map_err(crate::Error::io("rename", &path))?;
+        fs.sync_dir(dir)
+            .map_err(crate::Error::io("sync dir", dir))?;
+        recycled.swap_remove(i);
+        ids.push(want);
+        return Ok(Some(to));
+    }
+    Ok(None)
+}
