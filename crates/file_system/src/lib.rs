@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use disk::DiskFs;
-pub use fault::{FaultFs, Op};
+pub use fault::{FaultFs, Hold, Op};
 pub use mem::{CrashMode, MemFs, Unsynced};
 
 /// An open file. Handles are shared between threads; all methods take `&self`

@@ -248,3 +248,75 @@ fn move_files_links_the_file_and_removes_its_old_name() {
         assert_eq!(get(&db, &ReadOptions::default(), i), tagged("m", i));
     }
 }
+
+/// Regression: while an ingestion held its seqno (allocated, its manifest
+/// append in flight), a write to another range took a later seqno and
+/// returned at once, before the visible seqno could reach it: the writer's
+/// own next read did not see what it had just written. A write now returns
+/// only once it is visible.
+#[test]
+fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use strata_fs::{FaultFs, Op};
+
+    let mem = MemFs::new();
+    let ffs = FaultFs::new(Arc::new(mem.clone()));
+    let db = Arc::new(
+        strata_lsm::Db::open_with(
+            Arc::new(ffs.clone()),
+            DIR,
+            small_options(),
+            strata_lsm::Hooks::default(),
+        )
+        .expect("open"),
+    );
+    mem.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let path = external_path("held");
+    write_external(&mem, &path, &puts((500..510).map(k), "ingested"));
+    // The ingestion's manifest append waits here, its seqno allocated.
+    let holds = [
+        ffs.hold(Op::SyncData, "MANIFEST-"),
+        ffs.hold(Op::SyncAll, "MANIFEST-"),
+    ];
+    let ingesting = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let cf = db.default_column_family();
+            db.ingest(&cf, &[path], &IngestOptions::default())
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !holds
+        .iter()
+        .any(|h| h.wait_until_held(Duration::from_millis(10)))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ingestion never reached its manifest append"
+        );
+    }
+    let writing = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let cf = db.default_column_family();
+            db.put(&WriteOptions::default(), &cf, &k(1), b"mine")
+                .expect("put");
+            db.get(&ReadOptions::default(), &cf, &k(1)).expect("get")
+        })
+    };
+    // Give the writer time to return early, as it used to.
+    std::thread::sleep(Duration::from_millis(100));
+    drop(holds);
+    assert_eq!(
+        writing.join().expect("writer").as_deref(),
+        Some(&b"mine"[..]),
+        "the writer did not see its own write"
+    );
+    ingesting.join().expect("ingest thread").expect("ingest");
+    assert_eq!(
+        get(&db, &ReadOptions::default(), 505),
+        tagged("ingested", 505)
+    );
+}

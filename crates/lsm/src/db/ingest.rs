@@ -322,9 +322,10 @@ impl Placed {
 
 impl DbInner {
     /// Waits until every seqno up to `seqno` is published: the writes
-    /// (and ingestions) that took them are in place. Their writers never
-    /// wait for anything an ingestion, a flush or a compaction holds, so
-    /// this ends.
+    /// (and ingestions) that took them are in place. Their leaders publish
+    /// without waiting for anything an ingestion, a flush or a compaction
+    /// holds (a writer waits for visibility only after its leader
+    /// published), so this ends.
     pub(super) fn wait_visible(&self, seqno: SeqNo) {
         let mut rounds = 0u32;
         while self.seq.visible() < seqno {

@@ -187,7 +187,19 @@ impl DbInner {
                 Err(e)
             },
         );
-        served.outcome
+        served.outcome?;
+        let request = &served.writer.request;
+        if request.count > 0 {
+            // The group published its seqnos, but an ingestion holding an
+            // earlier one (its manifest append in flight) keeps the visible
+            // seqno below them: return only once the write is visible, so
+            // that the writer's next read sees it.
+            let last = request.batch.lock().first_seqno() + u64::from(request.count) - 1;
+            if self.seq.visible() < last {
+                self.wait_visible(last);
+            }
+        }
+        Ok(())
     }
 
     fn check_open_and_not_stopped(&self) -> Result<()> {

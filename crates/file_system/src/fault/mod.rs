@@ -18,6 +18,10 @@ use parking_lot::Mutex;
 
 use crate::{File, FileLock, FileSystem};
 
+mod hold;
+pub use hold::Hold;
+use hold::{Gate, HoldRule};
+
 /// An operation that faults can target. File methods map one to one
 /// (`File::sync_data` is `Op::SyncData`); `len` and `exists` are never faulted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +88,7 @@ struct FaultState {
     /// Bytes files may still grow by; `None` is unlimited.
     space_left: Option<u64>,
     flips: Vec<BitFlip>,
+    holds: Vec<HoldRule>,
 }
 
 impl FaultState {
@@ -173,6 +178,20 @@ impl FaultFs {
             offset,
             mask: 1 << (bit % 8),
         });
+    }
+
+    /// Makes calls of the file operation `op` (`SyncData`, `SyncAll`,
+    /// `Read`, `Write`) on files whose name starts with `name_prefix` wait
+    /// until the returned [`Hold`] is dropped: an operation caught in flight,
+    /// for tests of what other threads do meanwhile.
+    pub fn hold(&self, op: Op, name_prefix: &str) -> Hold {
+        let gate = Arc::new(Gate::default());
+        self.state.lock().holds.push(HoldRule {
+            op,
+            name_prefix: name_prefix.to_string(),
+            gate: gate.clone(),
+        });
+        Hold { gate }
     }
 
     /// Returns how many calls of `op` have been made, failed ones included.
@@ -274,7 +293,26 @@ struct FaultFile {
 
 impl FaultFile {
     fn enter(&self, op: Op) -> io::Result<()> {
+        self.pass_holds(op);
         self.state.lock().enter(op)
+    }
+
+    /// Waits at every hold on `op` for this file (see `FaultFs::hold`).
+    fn pass_holds(&self, op: Op) {
+        let gates: Vec<_> = {
+            let mut state = self.state.lock();
+            // Released holds are spent.
+            state.holds.retain(|h| Arc::strong_count(&h.gate) > 1);
+            state
+                .holds
+                .iter()
+                .filter(|h| h.matches(op, &self.path))
+                .map(|h| h.gate.clone())
+                .collect()
+        };
+        for gate in gates {
+            gate.pass();
+        }
     }
 }
 
@@ -294,6 +332,7 @@ impl File for FaultFile {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.pass_holds(Op::Write);
         let mut state = self.state.lock();
         state.enter(Op::Write)?;
         let Some(left) = state.space_left else {
