@@ -355,6 +355,10 @@ impl Engine {
             slices.push(IoSlice::new(&payload.stored));
         }
         slices.push(IoSlice::new(&crate::format::END_MARKER));
+        let pad = self.page_padding(active.offset + total + RECORD_HEADER_LEN as u64);
+        if pad > 0 {
+            slices.push(IoSlice::new(&ZEROS[..pad]));
+        }
         let path = self.pipe.path(active.id);
         fail::fail_point!("raftlog::write::append", |_| Err(Error::Io {
             op: "write",
@@ -434,6 +438,24 @@ impl Engine {
         let payload: u64 = group.iter().map(|w| w.request.raw_len as u64).sum();
         Metrics::add(&self.metrics.payload_bytes, payload);
         Ok(())
+    }
+
+    /// Zeros to write after the end marker ending at `end`, up to the next
+    /// page boundary, so that the append covers its last page whole. In a
+    /// preallocated file the page past the data may hold a recycled file's
+    /// old bytes; a write into part of a page that is not cached reads the
+    /// page from the disk first, synchronously, on the leader's path (every
+    /// unsynced append of 16 KiB or more, after `drop_cache`, paid one such
+    /// read). Whole pages need no read. The zeros are past the end marker,
+    /// where the next append writes anyway. None where the append grows the
+    /// file: pages past the end read as zeros without I/O.
+    fn page_padding(&self, end: u64) -> usize {
+        let config = &self.pipe.config;
+        let pad = (PAGE_BYTES - end % PAGE_BYTES) % PAGE_BYTES;
+        if !config.preallocate || end + pad > config.target_file_size_bytes {
+            return 0;
+        }
+        pad as usize
     }
 
     /// A batch that `LogBatch` built and `write` checked does not decode: a
@@ -655,6 +677,12 @@ impl Drop for Encoding<'_> {
         }
     }
 }
+
+/// The page size the page cache works in.
+const PAGE_BYTES: u64 = 4096;
+
+/// What `page_padding` writes.
+static ZEROS: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
 
 /// The longest a leader waits for writers still compressing (see `gather`).
 const GATHER_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(2);
