@@ -69,6 +69,10 @@ impl Keys {
                     unreachable!("insert_new of a present key");
                 };
                 if v.len() < FEW_MAX {
+                    if v.len() == v.capacity() {
+                        // Grows 1, 2, 4...: `insert` would start at room for 4.
+                        v.reserve_exact(v.len().max(1));
+                    }
                     v.insert(at, (key.into(), slot));
                 } else {
                     let mut m: BTreeMap<_, _> = std::mem::take(v).into_iter().collect();
