@@ -9,11 +9,17 @@
 //!   (they hold copies of the oldest data). So the data a purge must copy out of
 //!   the oldest files is always a prefix of the log.
 //!
+//! - A group's runs are stored in 24 bytes each and its first keys in a sorted
+//!   `Vec` (see `index/runs.rs` and `index/keys.rs` for their forms and
+//!   invariants); callers read and write them as `Run`s and `KvSlot`s.
+//!
 //! Concurrency: the shard map's lock is taken for writing only to add or remove a
 //! group; a group's own `RwLock` guards its runs and keys. So a reader of one
 //! group never waits for a writer of another.
 
-use std::collections::{BTreeMap, VecDeque};
+mod keys;
+mod runs;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -23,6 +29,9 @@ use rustc_hash::FxHashMap;
 use crate::engine::IndexStats;
 use crate::format::{FileId, Queue, SEQ_MAX};
 use crate::log_batch::Item;
+
+pub(crate) use keys::Keys;
+pub(crate) use runs::Runs;
 
 /// A file id packed into 32 bits for the index: the top bit is set for the
 /// rewrite queue, the rest is the sequence number.
@@ -67,7 +76,8 @@ pub(crate) struct RecordLoc {
     pub len: u32,
 }
 
-/// Consecutive live entries that sit in one entries item of one record.
+/// Consecutive live entries that sit in one entries item of one record, as
+/// callers see them; the index stores them in 24 bytes (`index/runs.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Run {
     /// Index of the first live entry.
@@ -131,8 +141,8 @@ pub(crate) struct KvSlot {
 /// One group's live entries and keys.
 #[derive(Debug, Default)]
 pub(crate) struct GroupIndex {
-    pub runs: VecDeque<Run>,
-    pub kvs: BTreeMap<Vec<u8>, KvSlot>,
+    pub runs: Runs,
+    pub kvs: Keys,
     /// Bytes of the group's entries that purge copied into the rewrite queue,
     /// counted as they were copied (see [`GroupIndex::rewrite_bytes`]).
     pub copied_bytes: u64,
@@ -164,15 +174,11 @@ impl GroupIndex {
     }
 
     /// Finds the run holding `index`.
-    pub fn find(&self, index: u64) -> Option<&Run> {
-        let first = self.first_index()?;
-        if index < first || index > self.last_index()? {
-            return None;
-        }
+    pub fn find(&self, index: u64) -> Option<Run> {
         // Runs are sorted: binary search on their first index. They are
         // contiguous except, transiently, during recovery (see `append`).
-        let i = self.runs.partition_point(|r| r.first <= index) - 1;
-        let run = &self.runs[i];
+        let i = self.runs.starting_at_or_before(index).checked_sub(1)?;
+        let run = self.runs.get(i)?;
         (index < run.end()).then_some(run)
     }
 
@@ -184,16 +190,12 @@ impl GroupIndex {
         if begin >= end {
             return Ok(Vec::new());
         }
-        let Some(first_run) = self
-            .runs
-            .partition_point(|r| r.first <= begin)
-            .checked_sub(1)
-        else {
+        let Some(first_run) = self.runs.starting_at_or_before(begin).checked_sub(1) else {
             return Err(begin);
         };
         let mut out = Vec::new();
         let mut next = begin;
-        for run in self.runs.range(first_run..) {
+        for run in self.runs.iter_from(first_run) {
             if next >= end {
                 break;
             }
@@ -206,7 +208,7 @@ impl GroupIndex {
                 first: next,
                 count: (stop - next) as u32,
                 skip: run.skip + (next - run.first) as u32,
-                ..*run
+                ..run
             });
             next = stop;
         }
@@ -226,7 +228,7 @@ impl GroupIndex {
         match self.last_index() {
             Some(last) if run.first <= last => {
                 // Drop the conflicting suffix.
-                while let Some(back) = self.runs.back_mut() {
+                while let Some(mut back) = self.runs.back() {
                     if back.first >= run.first {
                         effect.shadows_rewrite |= back.record.file.is_rewrite();
                         self.runs.pop_back();
@@ -234,13 +236,14 @@ impl GroupIndex {
                         if back.end() > run.first {
                             effect.shadows_rewrite |= back.record.file.is_rewrite();
                             back.count = (run.first - back.first) as u32;
+                            self.runs.set(self.runs.len() - 1, back);
                         }
                         break;
                     }
                 }
             }
             Some(last) if run.first > last + 1 && !replay => {
-                effect.shadows_rewrite |= self.runs.iter().any(|r| r.record.file.is_rewrite());
+                effect.shadows_rewrite |= self.runs.files().any(FileRef::is_rewrite);
                 self.runs.clear();
             }
             _ => {}
@@ -254,12 +257,14 @@ impl GroupIndex {
     /// Returns true if anything was dropped.
     pub fn close_holes(&mut self) -> bool {
         let mut keep_from = 0;
-        for i in 1..self.runs.len() {
-            if self.runs[i].first != self.runs[i - 1].end() {
+        let mut end = None;
+        for (i, run) in self.runs.iter().enumerate() {
+            if end.is_some_and(|e| e != run.first) {
                 keep_from = i;
             }
+            end = Some(run.end());
         }
-        self.runs.drain(..keep_from);
+        self.runs.drop_front(keep_from);
         keep_from > 0
     }
 
@@ -279,7 +284,7 @@ impl GroupIndex {
             Item::CompactTo { index, .. } => self.compact_to(index).1,
             Item::RemoveGroup { .. } => {
                 // Emptied, the group leaves the map (see `apply_all`).
-                let shadows_rewrite = self.runs.iter().any(|r| r.record.file.is_rewrite())
+                let shadows_rewrite = self.runs.files().any(FileRef::is_rewrite)
                     || self.kvs.values().any(|s| s.file.is_rewrite());
                 *self = GroupIndex::default();
                 ApplyEffect { shadows_rewrite }
@@ -297,8 +302,8 @@ impl GroupIndex {
             slot.file = file;
             return ApplyEffect { shadows_rewrite };
         }
-        self.kvs.insert(
-            key.to_vec(),
+        self.kvs.insert_new(
+            key,
             KvSlot {
                 value: value.to_vec(),
                 file,
@@ -311,7 +316,7 @@ impl GroupIndex {
     pub fn compact_to(&mut self, index: u64) -> (u64, ApplyEffect) {
         let mut effect = ApplyEffect::default();
         let mut dropped = 0;
-        while let Some(front) = self.runs.front_mut() {
+        while let Some(mut front) = self.runs.front() {
             if front.first >= index {
                 break;
             }
@@ -324,6 +329,7 @@ impl GroupIndex {
                 front.first = index;
                 front.skip += d as u32;
                 front.count -= d as u32;
+                self.runs.set(0, front);
                 dropped += d;
                 break;
             }
@@ -350,9 +356,9 @@ impl GroupIndex {
         // Rewrite-queue runs come first; append runs are in file order.
         let runs = self
             .runs
-            .iter()
-            .find(|r| !r.record.file.is_rewrite())
-            .map(|r| r.record.file.id().seq);
+            .files()
+            .find(|f| !f.is_rewrite())
+            .map(|f| f.id().seq);
         let kvs = self
             .kvs
             .values()
@@ -365,17 +371,18 @@ impl GroupIndex {
         }
     }
 
-    /// Approximate heap bytes used by this group.
+    /// Approximate heap bytes used by this group: its shared cell (reference
+    /// counts, lock and this struct), its runs and its keys. The shard map's
+    /// slot is counted by [`Index::stats`].
     pub fn memory_bytes(&self) -> usize {
-        let runs = self.runs.capacity() * std::mem::size_of::<Run>();
-        let kvs: usize = self
-            .kvs
-            .iter()
-            .map(|(k, v)| k.len() + v.value.len() + std::mem::size_of::<KvSlot>() + 48)
-            .sum();
-        std::mem::size_of::<Self>() + runs + kvs
+        std::mem::size_of::<GroupCell>() + self.runs.heap_bytes() + self.kvs.heap_bytes()
     }
 }
+
+/// What each group's `Arc` allocates: two reference counts, then the lock
+/// with the group. (A reader clones the `Arc` and releases the shard before
+/// it locks the group.)
+type GroupCell = (usize, usize, RwLock<GroupIndex>);
 
 /// One shard: the groups whose ids hash to it. Group ids are integers chosen by
 /// the caller, not by an attacker, so a fast non-keyed hash is fine.
@@ -537,6 +544,10 @@ impl Index {
         let mut holes = false;
         self.for_each_mut(|g| {
             holes |= g.close_holes();
+            // A hole may have left runs too far from the base to be narrow.
+            if g.runs.has_wide() {
+                g.runs.rebase();
+            }
             g.runs.shrink_to_fit();
         });
         holes
@@ -546,6 +557,14 @@ impl Index {
     pub fn stats(&self) -> IndexStats {
         let mut s = IndexStats::default();
         let mut run_bytes = 0u64;
+        // Each shard map's table: a slot (key and `Arc`) and a control byte
+        // per bucket.
+        for shard in self.shards.iter() {
+            let map = shard.read();
+            let slot = std::mem::size_of::<(u64, Arc<RwLock<GroupIndex>>)>() + 1;
+            let buckets = (map.capacity() * 8 / 7).next_power_of_two();
+            s.memory_bytes += (buckets * slot) as u64;
+        }
         self.for_each(|_, g| {
             if g.is_empty() {
                 return;
@@ -554,7 +573,7 @@ impl Index {
             s.entries += g.entry_count();
             s.keys += g.kvs.len() as u64;
             s.memory_bytes += g.memory_bytes() as u64;
-            run_bytes += (g.runs.capacity() * std::mem::size_of::<Run>()) as u64;
+            run_bytes += g.runs.heap_bytes() as u64;
         });
         if s.entries > 0 {
             s.entry_bytes_per_entry = run_bytes as f64 / s.entries as f64;
@@ -573,6 +592,8 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     impl GroupIndex {
@@ -642,7 +663,7 @@ mod tests {
         g.append_live(run(1, 10, 1));
         g.append_live(run(11, 10, 2));
         assert_eq!(g.compact_to(5).0, 4);
-        let r = *g.find(5).unwrap();
+        let r = g.find(5).unwrap();
         assert_eq!((r.first, r.skip, r.count), (5, 4, 6));
         assert_eq!(r.entry(7).position, 6);
         assert_eq!(g.compact_to(15).0, 10);
@@ -666,6 +687,117 @@ mod tests {
         assert_eq!(g.runs_in(1, 5), Err(1));
         assert_eq!(g.runs_in(15, 22), Err(21));
         assert_eq!(g.runs_in(15, u64::MAX), Err(21));
+    }
+
+    /// One change to a group, for the model test.
+    #[derive(Debug, Clone)]
+    enum GroupOp {
+        /// Appends `count` entries from `last + 1 - back` (overwriting that
+        /// suffix), or from `last + 1 + gap` when `back` is 0; `big` makes
+        /// the record too long for a narrow slot.
+        Append {
+            back: u64,
+            gap: u64,
+            count: u32,
+            big: bool,
+        },
+        CompactTo(u64),
+    }
+
+    fn group_op() -> impl Strategy<Value = GroupOp> {
+        let gap = prop_oneof![4 => Just(0u64), 1 => 1..5u64, 1 => Just(u32::MAX as u64 - 1)];
+        prop_oneof![
+            5 => (0..6u64, gap, 1..5u32, prop::bool::weighted(0.1)).prop_map(
+                |(back, gap, count, big)| GroupOp::Append { back, gap, count, big }
+            ),
+            1 => (0..8u64).prop_map(GroupOp::CompactTo),
+        ]
+    }
+
+    proptest! {
+        /// A group's index gives, for every index, the location a plain
+        /// list of (index, location) gives, under appends that overwrite
+        /// suffixes or leave gaps (holes, in a replay), compactions that
+        /// cut runs and far jumps that make runs wide or re-base the group.
+        #[test]
+        fn group_index_matches_a_list_of_locations(
+            ops in prop::collection::vec(group_op(), 1..80),
+            replay in any::<bool>(),
+        ) {
+            let mut g = GroupIndex::default();
+            let mut model: Vec<(u64, EntryLoc)> = Vec::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                let last = model.last().map(|e| e.0);
+                match op {
+                    GroupOp::Append { back, gap, count, big } => {
+                        let first = match last {
+                            Some(l) if back > 0 => (l + 1).saturating_sub(back).max(1),
+                            Some(l) => l + 1 + gap,
+                            None => 10 + gap,
+                        };
+                        let record = RecordLoc {
+                            file: FileRef::new(FileId { queue: Queue::Append, seq: n as u64 + 1 }),
+                            offset: n as u32 * 100,
+                            len: if big { 40 << 20 } else { 100 },
+                        };
+                        g.append(Run::new(first, count, record, 7), replay);
+                        model.retain(|e| e.0 < first);
+                        if !replay && last.is_some_and(|l| first > l + 1) {
+                            model.clear();
+                        }
+                        model.extend((0..count).map(|k| {
+                            let loc = EntryLoc { record, body_offset: 7, item_count: count, position: k };
+                            (first + k as u64, loc)
+                        }));
+                    }
+                    GroupOp::CompactTo(ahead) => {
+                        let to = model.first().map_or(0, |e| e.0) + ahead;
+                        let dropped = model.iter().take_while(|e| e.0 < to).count();
+                        model.drain(..dropped);
+                        prop_assert_eq!(g.compact_to(to).0, dropped as u64);
+                    }
+                }
+                check_against(&g, &model)?;
+            }
+            g.close_holes();
+            if g.runs.has_wide() {
+                g.runs.rebase();
+            }
+            let keep = model
+                .windows(2)
+                .rposition(|w| w[1].0 != w[0].0 + 1)
+                .map_or(0, |i| i + 1);
+            model.drain(..keep);
+            check_against(&g, &model)?;
+        }
+    }
+
+    fn check_against(
+        g: &GroupIndex,
+        model: &[(u64, EntryLoc)],
+    ) -> std::result::Result<(), TestCaseError> {
+        prop_assert_eq!(g.entry_count(), model.len() as u64);
+        prop_assert_eq!(g.first_index(), model.first().map(|e| e.0));
+        prop_assert_eq!(g.last_index(), model.last().map(|e| e.0));
+        for (i, (index, loc)) in model.iter().enumerate() {
+            prop_assert_eq!(g.find(*index).map(|r| r.entry(*index)), Some(*loc));
+            if i == 0 || model[i - 1].0 + 1 != *index {
+                prop_assert!(g.find(index - 1).is_none());
+            }
+        }
+        if let (Some(first), Some(last)) = (model.first(), model.last()) {
+            prop_assert!(g.find(last.0 + 1).is_none());
+            // Without holes, the runs of the whole range give every entry.
+            if last.0 - first.0 + 1 == model.len() as u64 {
+                let runs = g.runs_in(first.0, last.0 + 1).expect("contiguous");
+                let locs: Vec<(u64, EntryLoc)> = runs
+                    .iter()
+                    .flat_map(|r| (r.first..r.end()).map(move |i| (i, r.entry(i))))
+                    .collect();
+                prop_assert_eq!(&locs[..], model);
+            }
+        }
+        Ok(())
     }
 
     #[test]

@@ -231,7 +231,7 @@ impl Engine {
                 .read()
                 .kvs
                 .iter()
-                .map(|(k, s)| (k.clone(), s.value.clone()))
+                .map(|(k, s)| (k.to_vec(), s.value.clone()))
                 .collect(),
             None => Vec::new(),
         }
@@ -281,8 +281,8 @@ impl Engine {
         let pairs: Vec<(Vec<u8>, Vec<u8>)> = g
             .read()
             .kvs
-            .range::<[u8], _>((start, end))
-            .map(|(k, s)| (k.clone(), s.value.clone()))
+            .range((start, end))
+            .map(|(k, s)| (k.to_vec(), s.value.clone()))
             .collect();
         for (k, v) in &pairs {
             if !f(k, v) {

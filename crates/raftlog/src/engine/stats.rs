@@ -14,9 +14,13 @@ pub struct IndexStats {
     pub entries: u64,
     /// Keys over all groups.
     pub keys: u64,
-    /// Approximate heap bytes used by the index, keys' values included.
+    /// Approximate heap bytes used by the index, from the real sizes and
+    /// capacities of its parts: the shard maps' tables, each group's shared
+    /// cell, runs and keys, keys' values included.
     pub memory_bytes: u64,
-    /// Index bytes per live entry, counting only entry locations.
+    /// Index bytes per live entry, counting only entry locations: the
+    /// buffers of the groups' runs (24 bytes a run, with slack) and their
+    /// side tables of wide runs.
     pub entry_bytes_per_entry: f64,
 }
 

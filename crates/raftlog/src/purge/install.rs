@@ -1,9 +1,7 @@
 //! Pointing the index at purge's copies, group by group, only where it still
 //! points at the copied data: a write made during the copy always wins.
 
-use std::collections::VecDeque;
-
-use crate::index::{GroupIndex, Run};
+use crate::index::{GroupIndex, Run, Runs};
 use crate::Engine;
 
 use super::select::{GroupCopy, Piece};
@@ -76,7 +74,8 @@ fn replace_runs(g: &mut GroupIndex, originals: &[Run], pieces: &[Piece]) -> bool
     let mut matched = 0;
     let mut whole = true;
     let mut split = Vec::new();
-    for (at, run) in g.runs.iter_mut().enumerate() {
+    for at in 0..g.runs.len() {
+        let run = g.runs.get(at).expect("in range");
         // Originals are contiguous and sorted: the one that would hold
         // `run.first`. A run is matched by its item and its range, since
         // several runs may share one item (an earlier copy).
@@ -90,7 +89,7 @@ fn replace_runs(g: &mut GroupIndex, originals: &[Run], pieces: &[Piece]) -> bool
         else {
             continue;
         };
-        let copies = copies_of(run, pieces);
+        let copies = copies_of(&run, pieces);
         let covered = copies.clone().last().is_some_and(|c| c.end() == run.end());
         debug_assert!(covered, "a copy misses entries of the run it replaces");
         if !covered {
@@ -102,18 +101,18 @@ fn replace_runs(g: &mut GroupIndex, originals: &[Run], pieces: &[Piece]) -> bool
         let mut copies = copies;
         let first = copies.next().expect("covered");
         if first.end() == run.end() {
-            *run = first;
+            g.runs.set(at, first);
         } else {
             split.push(at);
         }
     }
     if !split.is_empty() {
         let old = std::mem::take(&mut g.runs);
-        let mut runs = VecDeque::with_capacity(old.len() + split.len() * 2);
+        let mut runs = Runs::default();
         let mut split = split.into_iter().peekable();
-        for (at, run) in old.into_iter().enumerate() {
+        for (at, run) in old.iter().enumerate() {
             if split.next_if_eq(&at).is_some() {
-                runs.extend(copies_of(&run, pieces));
+                copies_of(&run, pieces).for_each(|c| runs.push_back(c));
             } else {
                 runs.push_back(run);
             }

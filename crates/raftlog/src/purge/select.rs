@@ -118,14 +118,13 @@ impl Engine {
                 .iter()
                 .skip_while(|r| r.record.file.is_rewrite() && !include_rewrite)
                 .take_while(|r| old(r.record.file))
-                .copied()
                 .collect();
             let mut kvs: Vec<_> = g
                 .kvs
                 .iter()
                 .filter(|(_, s)| old(s.file))
                 .map(|(k, s)| CopiedKv {
-                    key: k.clone(),
+                    key: k.to_vec(),
                     value: s.value.clone(),
                     file: s.file,
                     copy: None,
