@@ -10,6 +10,8 @@
 #   Z-10K         A at 4 writers over 10,000 groups, Zipf 0.99 group choice
 #   X             A at 4 writers, entries 64 B to 64 KiB, log-uniform (mixed sizes)
 #   U-1 U-4       A unsynced, 16 groups x 1 KiB per batch, 1 and 4 writers
+#   U4K-1 U4K-4   the same with 4 groups per batch (~4 KiB batches)
+#   U64K-1 U64K-4 the same with 64 groups per batch (~64 KiB batches)
 #   D-1K D-16K    recovery of $TOTAL in 1,000 groups, 1 KiB and 16 KiB entries
 #   MEM           index memory per idle group (100,000 and 1,000,000 groups)
 #                 and per live entry; strata and raft-engine only
@@ -41,7 +43,7 @@ ENGINES=${ENGINES:-strata,raft-engine,rocksdb}
 RUNS=${RUNS:-3}
 TOTAL=${TOTAL:-4G}
 PROBE=${PROBE:-3}
-CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C M-100K Z-10K X U-1 U-4 D-1K D-16K MEM}
+CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C M-100K Z-10K X U-1 U-4 U4K-1 U4K-4 U64K-1 U64K-4 D-1K D-16K MEM}
 MEM_GROUPS=${MEM_GROUPS:-100000,1000000}
 MEM_FILL=${MEM_FILL:-1000000}
 DIR=${DIR:-./strata-data/raftlog-vs-peers}
@@ -104,6 +106,10 @@ for c in $CELLS; do
         X) raftlog X A 4 --entry-bytes mixed ;;
         U-1) raftlog U-1 A 1 --sync false --groups-per-batch 16 --entry-bytes 1024 ;;
         U-4) raftlog U-4 A 4 --sync false --groups-per-batch 16 --entry-bytes 1024 ;;
+        U4K-1) raftlog U4K-1 A 1 --sync false --groups-per-batch 4 --entry-bytes 1024 ;;
+        U4K-4) raftlog U4K-4 A 4 --sync false --groups-per-batch 4 --entry-bytes 1024 ;;
+        U64K-1) raftlog U64K-1 A 1 --sync false --groups-per-batch 64 --entry-bytes 1024 ;;
+        U64K-4) raftlog U64K-4 A 4 --sync false --groups-per-batch 64 --entry-bytes 1024 ;;
         D-1K) recovery D-1K 1K ;;
         D-16K) recovery D-16K 16K ;;
         MEM)
