@@ -184,6 +184,6 @@ mod tests {
         let space = args.key_space();
         let needed = 2.0 * 1000.0 * 32768.0 / space.mean_pair_bytes();
         assert!(space.keys as f64 >= 4.0 * needed - 1.0, "{space:?}");
-        assert_eq!(args.settings().base_level_bytes, 4 * 64 << 10);
+        assert_eq!(args.settings().base_level_bytes, 256 << 10);
     }
 }

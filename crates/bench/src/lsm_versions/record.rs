@@ -226,6 +226,11 @@ impl VersionsRecord {
     }
 }
 
+/// A row of the table that reads one latency of a record.
+type OpRow = (&'static str, fn(&VersionsRecord) -> &OpLatency);
+/// A row of the table that reads one of Strata's install timings.
+type InstallRow = (&'static str, fn(&InstallFigures) -> &TimeFigures);
+
 /// The table of one size: a column per engine, a row per figure.
 pub fn table(records: &[&VersionsRecord]) -> Table {
     let title = format!("{} files", fmt_count(records[0].target_files));
@@ -243,10 +248,9 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
         }
     };
     row("live files (start/min/max/end)", &|r| {
-        format!(
-            "{}/{}/{}/{}",
-            r.files_at_start, r.files_min, r.files_max, r.files_at_end
-        )
+        [r.files_at_start, r.files_min, r.files_max, r.files_at_end]
+            .map(fmt_count)
+            .join("/")
     });
     row("growth s (per 1k files)", &|r| {
         format!(
@@ -264,7 +268,7 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
     });
     row("writer keys", &|r| fmt_count(r.writer_keys));
     row("reader loops", &|r| fmt_count(r.reader_loops));
-    let ops: [(&str, fn(&VersionsRecord) -> &OpLatency); 5] = [
+    let ops: [OpRow; 5] = [
         ("snapshot", |r| &r.snapshot),
         ("iterator create", |r| &r.iter_create),
         ("iterator seek+read+drop", |r| &r.iter_seek_read_drop),
@@ -284,7 +288,7 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
         });
         row(&format!("{name} >= 1 ms"), &|r| fmt_count(op(r).over_1ms));
     }
-    let parts: [(&str, fn(&InstallFigures) -> &TimeFigures); 4] = [
+    let parts: [InstallRow; 4] = [
         ("install lock held", |i| &i.lock_held),
         ("version build (under lock)", |i| &i.version_build),
         ("manifest persist (under lock)", |i| &i.persist),
