@@ -27,6 +27,9 @@ pub enum BenchError {
     Verify(String),
     /// A worker thread panicked; the message is the panic's.
     Panic(String),
+    /// The run stopped short of what was asked, after reporting what it
+    /// measured.
+    Incomplete(String),
 }
 
 impl BenchError {
@@ -63,6 +66,7 @@ impl fmt::Display for BenchError {
             BenchError::Usage(msg) => write!(f, "invalid arguments: {msg}"),
             BenchError::Verify(msg) => write!(f, "verification failed: {msg}"),
             BenchError::Panic(msg) => write!(f, "worker thread panicked: {msg}"),
+            BenchError::Incomplete(msg) => write!(f, "run incomplete: {msg}"),
         }
     }
 }

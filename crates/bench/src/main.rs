@@ -6,6 +6,8 @@
 //! - `recovery`: how fast a full directory reopens.
 //! - `raftlog-memory`: what the in-memory index costs per group and per entry.
 //! - `lsm`: db_bench-like workloads on the lsm engine, beside fjall and RocksDB.
+//! - `lsm-versions`: read-path latency while versions install, as the SST
+//!   file count grows, beside RocksDB.
 //! - `disk-probe`: sequential writes with fdatasync, the device's limit.
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
@@ -15,6 +17,7 @@ mod engines;
 mod error;
 mod lsm;
 mod lsm_demo;
+mod lsm_versions;
 mod memory;
 mod probe;
 mod proc_stats;
@@ -50,6 +53,9 @@ enum Command {
     RaftlogMemory(memory::MemoryArgs),
     /// Run db_bench-like workloads against the lsm engine and its peers.
     Lsm(lsm::LsmArgs),
+    /// Time snapshots, iterators and gets while versions install, as the
+    /// number of SST files grows.
+    LsmVersions(lsm_versions::VersionsArgs),
     /// Measure sequential write + fdatasync on the device.
     DiskProbe(probe::ProbeArgs),
 }
@@ -62,6 +68,7 @@ fn main() -> ExitCode {
         Command::Recovery(args) => recovery::run(args),
         Command::RaftlogMemory(args) => memory::run(args),
         Command::Lsm(args) => lsm::run(args),
+        Command::LsmVersions(args) => lsm_versions::run(args),
         Command::DiskProbe(args) => probe::run(args),
     };
     match result {

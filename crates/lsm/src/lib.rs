@@ -28,6 +28,7 @@ pub mod cache;
 pub mod column_family;
 pub mod compaction;
 pub mod error;
+pub mod install_timing;
 pub mod iter;
 pub mod key;
 pub mod manifest;
@@ -48,6 +49,7 @@ pub use compaction::{
 
 pub use cache::BlockCache;
 pub use error::{Error, Result};
+pub use install_timing::{InstallTimes, InstallTiming, TimeHistogram};
 pub use iter::{
     InternalIterator, IterOptions, MergingIterator, RangeTombstone, RangeTombstoneSet,
     SnapshotIterator,

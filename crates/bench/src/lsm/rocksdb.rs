@@ -34,7 +34,7 @@ fn err(op: &'static str) -> impl FnOnce(::rocksdb::Error) -> EngineError {
 }
 
 /// Returns RocksDB's options for `s` and the block cache they point to.
-fn options(s: &KvSettings) -> (Options, Cache) {
+pub(crate) fn options(s: &KvSettings) -> (Options, Cache) {
     let mut o = Options::default();
     o.create_if_missing(true);
     o.enable_statistics(); // the stall ticker

@@ -87,15 +87,18 @@ impl Db {
             id,
             name: name.to_string(),
             options,
-            installer: Installer::new(ReadState {
-                version,
-                active: Arc::new(Memtable::with_log_number(
-                    inner.next_memtable.fetch_add(1, Ordering::Relaxed),
-                    log_number,
-                )),
-                immutables: MemtableList::new(),
-                visible: inner.seq.visible(),
-            }),
+            installer: Installer::with_times(
+                ReadState {
+                    version,
+                    active: Arc::new(Memtable::with_log_number(
+                        inner.next_memtable.fetch_add(1, Ordering::Relaxed),
+                        log_number,
+                    )),
+                    immutables: MemtableList::new(),
+                    visible: inner.seq.visible(),
+                },
+                inner.counters.install_times.clone(),
+            ),
             dropped: Default::default(),
             compaction_debt: Default::default(),
         });

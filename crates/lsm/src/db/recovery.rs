@@ -321,6 +321,7 @@ pub(super) fn open(
 
     let cache = (options.block_cache_bytes > 0)
         .then(|| Arc::new(BlockCache::new(options.block_cache_bytes)));
+    let counters = Counters::default();
     let mut set = CfSet::default();
     for (id, f) in &families {
         let cf_options = options.column_family(&f.name).clone();
@@ -329,15 +330,18 @@ pub(super) fn open(
             id: *id,
             name: f.name.clone(),
             options: cf_options,
-            installer: Installer::new(ReadState {
-                version: f.version.clone(),
-                active: Arc::new(Memtable::with_log_number(
-                    next_memtable.fetch_add(1, Ordering::Relaxed),
-                    wal_number,
-                )),
-                immutables: MemtableList::new(),
-                visible: last_seqno,
-            }),
+            installer: Installer::with_times(
+                ReadState {
+                    version: f.version.clone(),
+                    active: Arc::new(Memtable::with_log_number(
+                        next_memtable.fetch_add(1, Ordering::Relaxed),
+                        wal_number,
+                    )),
+                    immutables: MemtableList::new(),
+                    visible: last_seqno,
+                },
+                counters.install_times.clone(),
+            ),
             dropped: AtomicBool::new(false),
             compaction_debt: AtomicU64::new(debt),
         });
@@ -373,7 +377,7 @@ pub(super) fn open(
         no_space: AtomicBool::new(false),
         last_resume: Mutex::new(None),
         closed: AtomicBool::new(false),
-        counters: Counters::default(),
+        counters,
         recovery: report,
         options,
         _lock: lock,

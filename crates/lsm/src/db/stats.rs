@@ -2,11 +2,13 @@
 //! reports from them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::cf::ColumnFamily;
 use super::Db;
 use crate::error::Result;
+use crate::install_timing::{InstallTimes, InstallTiming};
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -26,6 +28,9 @@ pub(crate) struct Counters {
     slowdowns: AtomicU64,
     slowdown_micros: AtomicU64,
     manifest_rewrites: AtomicU64,
+    /// Shared by the installers of every column family, so that a dropped
+    /// family's installs still count.
+    pub install_times: Arc<InstallTimes>,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -109,6 +114,11 @@ pub struct Statistics {
     pub snapshots: u64,
     /// Bytes in the block cache now.
     pub block_cache_bytes: u64,
+    /// Version installs (flushes, compactions, ingestions of every family)
+    /// and how long each waited for and held its family's installer lock,
+    /// built the version and persisted the edits under it
+    /// (`install_timing.rs`).
+    pub install: InstallTiming,
 }
 
 impl Db {
@@ -136,6 +146,7 @@ impl Db {
             manifest_rewrites: g(&c.manifest_rewrites),
             snapshots: i.snapshots.len() as u64,
             block_cache_bytes: i.cache.as_ref().map_or(0, |c| c.used_bytes()),
+            install: c.install_times.snapshot(),
         }
     }
 

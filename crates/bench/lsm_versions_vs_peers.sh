@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs `strata-bench lsm-versions` for the record: Strata's lsm and RocksDB in
+# one invocation, each grown to 1k, 10k and 100k live SST files (32 KiB target
+# files, 64 KiB memtables), and at each size 10 s of 2 readers (snapshot,
+# iterator, bounded iterator, get, each timed) while a writer keeps flushes
+# and compactions installing versions. Writes the text report (report.txt),
+# the same figures as JSON lines (records.json) and the log into $OUT. Run
+# from the workspace root, on the disk to measure.
+#
+# Strata keeps every SST file it has read open (one descriptor per file) and
+# builds an unbounded iterator from every file: at 100k files it needs
+# `ulimit -n` above 100k (the script raises the soft limit to the hard one and
+# warns below that). RocksDB runs with --rocksdb-max-open-files (its table
+# cache).
+#
+# Environment (defaults in brackets):
+#   B          the binary [target/release/strata-bench]; BUILD=1 builds it first
+#   ENGINES    engines, comma-separated [strata,rocksdb]
+#   FILES      sizes, ascending [1000,10000,100000]
+#   SECONDS    measured seconds per size [10]
+#   READERS    reader threads [2]
+#   WRITER     writer keys/s during the measured phase, 0 unpaced [20000]
+#   TARGET     target file size [32K]
+#   MEMTABLE   memtable size [64K]
+#   MAX_OPEN   RocksDB's max_open_files [10000]
+#   DIR        data directory [./strata-data/lsm-versions]
+#   OUT        output directory [target/lsm-versions/<date>-<time>]
+#   EXTRA      more flags (e.g. "--base-level-bytes 1M")
+
+set -uo pipefail
+
+B=${B:-target/release/strata-bench}
+ENGINES=${ENGINES:-strata,rocksdb}
+FILES=${FILES:-1000,10000,100000}
+SECONDS_PER_SIZE=${SECONDS:-10}
+READERS=${READERS:-2}
+WRITER=${WRITER:-20000}
+TARGET=${TARGET:-32K}
+MEMTABLE=${MEMTABLE:-64K}
+MAX_OPEN=${MAX_OPEN:-10000}
+DIR=${DIR:-./strata-data/lsm-versions}
+OUT=${OUT:-target/lsm-versions/$(date +%Y%m%d-%H%M%S)}
+EXTRA=${EXTRA:-}
+
+if [[ ${BUILD:-0} == 1 ]]; then
+    cargo build --release -p strata-bench --features peer-rocksdb || exit 2
+fi
+if [[ ! -x $B ]]; then
+    echo "lsm_versions_vs_peers: no binary at $B; build it with (RocksDB needs libclang-dev)" >&2
+    echo "  cargo build --release -p strata-bench --features peer-rocksdb" >&2
+    exit 2
+fi
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+largest=${FILES##*,}
+if [[ $ENGINES == *strata* && $(ulimit -n) != unlimited && $(ulimit -n) -le $((largest + 1000)) ]]; then
+    echo "lsm_versions_vs_peers: ulimit -n is $(ulimit -n): Strata at $largest files will run out of" \
+        "file descriptors (it keeps every file it reads open); raise the hard limit first" >&2
+fi
+mkdir -p "$OUT" "$DIR"
+args=(lsm-versions --engines "$ENGINES" --files "$FILES" --seconds "$SECONDS_PER_SIZE"
+    --readers "$READERS" --writer-keys-per-sec "$WRITER" --target-file-bytes "$TARGET"
+    --write-buffer-bytes "$MEMTABLE" --rocksdb-max-open-files "$MAX_OPEN" --dir "$DIR"
+    --json-file "$OUT/records.json")
+# shellcheck disable=SC2206 # EXTRA is split into flags on purpose
+args+=($EXTRA)
+echo "$B ${args[*]}" >"$OUT/command.txt"
+echo "lsm_versions_vs_peers: $B ${args[*]} -> $OUT" >&2
+# The tables for people on stdout (report.txt), the same figures as JSON
+# lines in records.json.
+"$B" "${args[@]}" 2> >(tee "$OUT/log.txt" >&2) | tee "$OUT/report.txt"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,257 @@
+//! The measured phase at one size: a writer keeps flushes and compactions
+//! installing new versions while readers loop over the read-path entries
+//! that pin a version, each timed into its own histogram.
+//!
+//! - The writer overwrites random keys among those the growth wrote (so
+//!   every level is rewritten over its whole range and the file count stays
+//!   near the target), in batches of [`WRITER_BATCH`], unlogged, paced to
+//!   `writer_keys_per_sec` when that is above 0.
+//! - Each reader loops: take a snapshot and drop it; create an unbounded
+//!   iterator, seek to a random key, read one entry, drop it; the same with
+//!   an iterator bounded to that one key's range; a point get.
+//! - The main thread looks at the live file count every [`SAMPLE_EVERY`].
+//!
+//! Concurrency: the threads share a stop flag and the first error; each
+//! reader owns its histograms and hands them back when it ends. The first
+//! error of any thread stops the phase; it is reported, not raised, so the
+//! figures gathered until then still print.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+
+use super::engine::VersionsEngine;
+use crate::engines::EngineError;
+use crate::error::BenchError;
+use crate::lsm::keys::KeySpace;
+use crate::workload::SplitMix;
+
+/// Keys per batch of the writer.
+const WRITER_BATCH: u64 = 16;
+/// How often the main thread looks at the file count.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// Longest latency a histogram holds, in nanoseconds (longer ones are
+/// recorded as this).
+const LATENCY_MAX_NANOS: u64 = 60_000_000_000;
+
+/// What the phase runs.
+#[derive(Debug, Clone, Copy)]
+pub struct PhaseSpec {
+    /// How long.
+    pub duration: Duration,
+    /// Reader threads.
+    pub readers: usize,
+    /// The writer's pace (0: unpaced).
+    pub writer_keys_per_sec: u64,
+    /// Keys `0..keys` of the fill order are present.
+    pub keys: u64,
+}
+
+/// One histogram per timed operation, in nanoseconds.
+#[derive(Debug, Clone)]
+pub struct OpHistograms {
+    /// Taking a snapshot.
+    pub snapshot: Histogram<u64>,
+    /// Creating an unbounded iterator.
+    pub iter_create: Histogram<u64>,
+    /// Seeking it, reading one entry, dropping it.
+    pub iter_seek_read: Histogram<u64>,
+    /// Creating an iterator bounded to one key's range.
+    pub bounded_iter_create: Histogram<u64>,
+    /// A point get.
+    pub get: Histogram<u64>,
+}
+
+fn nanos_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_NANOS, 3).expect("static bounds are valid")
+}
+
+fn record(h: &mut Histogram<u64>, d: Duration) {
+    h.saturating_record((d.as_nanos() as u64).clamp(1, LATENCY_MAX_NANOS));
+}
+
+impl OpHistograms {
+    fn new() -> OpHistograms {
+        OpHistograms {
+            snapshot: nanos_histogram(),
+            iter_create: nanos_histogram(),
+            iter_seek_read: nanos_histogram(),
+            bounded_iter_create: nanos_histogram(),
+            get: nanos_histogram(),
+        }
+    }
+
+    fn add(&mut self, other: &OpHistograms) {
+        for (a, b) in [
+            (&mut self.snapshot, &other.snapshot),
+            (&mut self.iter_create, &other.iter_create),
+            (&mut self.iter_seek_read, &other.iter_seek_read),
+            (&mut self.bounded_iter_create, &other.bounded_iter_create),
+            (&mut self.get, &other.get),
+        ] {
+            a.add(b).expect("histograms of the same bounds");
+        }
+    }
+}
+
+/// What the phase measured.
+#[derive(Debug, Clone)]
+pub struct PhaseOutcome {
+    /// Every reader's histograms, merged.
+    pub ops: OpHistograms,
+    /// Reader loops completed.
+    pub reader_loops: u64,
+    /// Keys the writer put.
+    pub writer_keys: u64,
+    /// Live files at the start, lowest, highest and at the end.
+    pub files: [u64; 4],
+    /// How long the phase ran.
+    pub duration: Duration,
+    /// The first error of any thread, which ended the phase early.
+    pub error: Option<String>,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    error: Mutex<Option<String>>,
+    writer_keys: AtomicU64,
+}
+
+impl Shared {
+    fn fail(&self, e: EngineError) {
+        self.error
+            .lock()
+            .expect("not poisoned")
+            .get_or_insert(e.to_string());
+        self.stop.store(true, Relaxed);
+    }
+}
+
+/// Runs the phase on `engine`.
+pub fn run(
+    engine: &dyn VersionsEngine,
+    space: &KeySpace,
+    spec: &PhaseSpec,
+    bar: &ProgressBar,
+) -> Result<PhaseOutcome, BenchError> {
+    let shared = Shared {
+        stop: AtomicBool::new(false),
+        error: Mutex::new(None),
+        writer_keys: AtomicU64::new(0),
+    };
+    let keys = spec.keys.clamp(1, space.keys);
+    let first_files = engine.live_files()?;
+    let mut files = [first_files; 4];
+    let start = Instant::now();
+    let (ops, loops) = thread::scope(|s| -> Result<(OpHistograms, u64), BenchError> {
+        let shared = &shared;
+        s.spawn(move || writer(engine, space, spec, keys, shared));
+        let readers: Vec<_> = (0..spec.readers)
+            .map(|r| s.spawn(move || reader(engine, space, keys, r as u64, shared)))
+            .collect();
+        while start.elapsed() < spec.duration && !shared.stop.load(Relaxed) {
+            thread::sleep(SAMPLE_EVERY.min(spec.duration.saturating_sub(start.elapsed())));
+            match engine.live_files() {
+                Ok(n) => {
+                    files[1] = files[1].min(n);
+                    files[2] = files[2].max(n);
+                    files[3] = n;
+                }
+                Err(e) => shared.fail(e),
+            }
+            let done = start.elapsed().as_secs_f64() / spec.duration.as_secs_f64();
+            bar.set_position((done.min(1.0) * 1000.0) as u64);
+        }
+        shared.stop.store(true, Relaxed);
+        let mut ops = OpHistograms::new();
+        let mut loops = 0;
+        for r in readers {
+            let (h, n) = r.join().map_err(BenchError::from_panic)?;
+            ops.add(&h);
+            loops += n;
+        }
+        Ok((ops, loops))
+    })?;
+    let duration = start.elapsed();
+    let error = shared.error.lock().expect("not poisoned").take();
+    Ok(PhaseOutcome {
+        ops,
+        reader_loops: loops,
+        writer_keys: shared.writer_keys.load(Relaxed),
+        files,
+        duration,
+        error,
+    })
+}
+
+fn writer(
+    engine: &dyn VersionsEngine,
+    space: &KeySpace,
+    spec: &PhaseSpec,
+    keys: u64,
+    shared: &Shared,
+) {
+    let mut rng = SplitMix::new(0x5752_4954);
+    let start = Instant::now();
+    let mut written = 0u64;
+    let mut batch = Vec::with_capacity(WRITER_BATCH as usize);
+    while !shared.stop.load(Relaxed) {
+        if spec.writer_keys_per_sec > 0 {
+            let due = Duration::from_secs_f64(written as f64 / spec.writer_keys_per_sec as f64);
+            if let Some(ahead) = due.checked_sub(start.elapsed()) {
+                thread::sleep(ahead.min(SAMPLE_EVERY));
+                continue;
+            }
+        }
+        batch.clear();
+        for _ in 0..WRITER_BATCH {
+            let i = space.fill_order(rng.next() % keys);
+            batch.push((space.key(i), space.value(i, rng.next())));
+        }
+        if let Err(e) = engine.write(&batch) {
+            shared.fail(e);
+            return;
+        }
+        written += WRITER_BATCH;
+        shared.writer_keys.fetch_add(WRITER_BATCH, Relaxed);
+    }
+}
+
+fn reader(
+    engine: &dyn VersionsEngine,
+    space: &KeySpace,
+    keys: u64,
+    id: u64,
+    shared: &Shared,
+) -> (OpHistograms, u64) {
+    let mut h = OpHistograms::new();
+    let mut rng = SplitMix::new(0x5245_4144 ^ (id << 32));
+    let mut loops = 0;
+    let mut one = || -> Result<(), EngineError> {
+        let i = space.fill_order(rng.next() % keys);
+        let key = space.key(i);
+        record(&mut h.snapshot, engine.snapshot()?);
+        let t = engine.iterate(&key, None)?;
+        record(&mut h.iter_create, t.create);
+        record(&mut h.iter_seek_read, t.seek_read_drop);
+        let upper = space.key(i + 1);
+        let t = engine.iterate(&key, Some(&upper))?;
+        record(&mut h.bounded_iter_create, t.create);
+        let start = Instant::now();
+        engine.get(&key)?;
+        record(&mut h.get, start.elapsed());
+        Ok(())
+    };
+    while !shared.stop.load(Relaxed) {
+        if let Err(e) = one() {
+            shared.fail(e);
+            break;
+        }
+        loops += 1;
+    }
+    (h, loops)
+}

@@ -1,0 +1,119 @@
+//! The acceptance targets of the spec, checked on one engine's records
+//! (ascending sizes):
+//! 1. the install critical section does not grow from the smallest size to
+//!    the largest (Strata's own timing; its mean and p99.9 bucket bound may
+//!    at most double, the resolution of the buckets);
+//! 2. snapshot and iterator creation p99.9 below 100 us at the largest
+//!    size, while compactions run;
+//! 3. no snapshot or iterator creation of 1 ms or more at any size.
+
+use serde::Serialize;
+
+use super::record::VersionsRecord;
+
+/// The p99.9 bound of target 2, in microseconds.
+const P999_MAX_US: f64 = 100.0;
+
+/// One target's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Always "acceptance".
+    pub kind: &'static str,
+    /// The engine.
+    pub engine: &'static str,
+    /// The target, in words.
+    pub target: String,
+    /// Met, not met, or `None` when it could not be judged.
+    pub met: Option<bool>,
+    /// The figures behind it.
+    pub detail: String,
+}
+
+/// Checks every target on `records`, one engine's, ascending by size.
+pub fn checks(records: &[&VersionsRecord]) -> Vec<Check> {
+    let (Some(first), Some(last)) = (records.first(), records.last()) else {
+        return Vec::new();
+    };
+    let engine = first.engine;
+    let check = |target: String, met: Option<bool>, detail: String| Check {
+        kind: "acceptance",
+        engine,
+        target,
+        met,
+        detail,
+    };
+    let mut out = Vec::new();
+
+    let target = format!(
+        "install critical section flat from {} to {} files",
+        first.target_files, last.target_files
+    );
+    out.push(match (&first.install, &last.install) {
+        (Some(a), Some(b)) if a.lock_held.count > 0 && b.lock_held.count > 0 => {
+            let (a, b) = (&a.lock_held, &b.lock_held);
+            let met = b.mean_us <= 2.0 * a.mean_us.max(1.0)
+                && b.p999_us <= 2.0 * a.p999_us.max(1.0);
+            check(
+                target,
+                Some(met),
+                format!(
+                    "lock held mean {:.1} -> {:.1} us, p99.9 <= {:.0} -> {:.0} us, max {:.0} -> {:.0} us",
+                    a.mean_us, b.mean_us, a.p999_us, b.p999_us, a.max_us, b.max_us
+                ),
+            )
+        }
+        _ => check(
+            target,
+            None,
+            "the engine does not time its installs".to_string(),
+        ),
+    });
+
+    let target = format!(
+        "snapshot and iterator creation p99.9 < {P999_MAX_US} us at {} files",
+        last.target_files
+    );
+    let p999 = [
+        ("snapshot", last.snapshot.p999_us),
+        ("iterator", last.iter_create.p999_us),
+        ("bounded iterator", last.bounded_iter_create.p999_us),
+    ];
+    let met = last.snapshot.count > 0 && p999.iter().all(|(_, v)| *v < P999_MAX_US);
+    let detail = p999
+        .iter()
+        .map(|(n, v)| format!("{n} {v:.1} us"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    out.push(check(target, Some(met), detail));
+
+    let over: u64 = records
+        .iter()
+        .map(|r| r.snapshot.over_1ms + r.iter_create.over_1ms + r.bounded_iter_create.over_1ms)
+        .sum();
+    let worst = records
+        .iter()
+        .flat_map(|r| {
+            [
+                r.snapshot.max_us,
+                r.iter_create.max_us,
+                r.bounded_iter_create.max_us,
+            ]
+        })
+        .fold(0.0, f64::max);
+    out.push(check(
+        "no snapshot or iterator creation >= 1 ms at any size".to_string(),
+        Some(over == 0 && records.iter().all(|r| r.error.is_none())),
+        format!("{over} at or over 1 ms; longest {worst:.0} us"),
+    ));
+    out
+}
+
+/// Formats a check for people.
+pub fn line(c: &Check) -> String {
+    let verdict = match c.met {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "n/a",
+    };
+    format!("{}: {}: {verdict} ({})", c.engine, c.target, c.detail)
+}

@@ -1,0 +1,100 @@
+//! `strata-bench lsm-versions` end to end on Strata at tiny sizes: the
+//! database grows to 20 and then 50 files, each size measured for a second,
+//! and the JSON carries one record per size with read-path latencies,
+//! versions installed and Strata's own install timing, then the acceptance
+//! targets. A build without RocksDB refuses to run it, before writing
+//! anything, and says how to build it.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn strata_reports_every_size_with_its_install_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
+        .args([
+            "lsm-versions",
+            "--engines",
+            "strata",
+            "--files",
+            "20,50",
+            "--seconds",
+            "1",
+            "--readers",
+            "2",
+            "--target-file-bytes",
+            "4K",
+            "--write-buffer-bytes",
+            "16K",
+            "--block-cache",
+            "1M",
+            "--json",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "lsm-versions failed: {stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sizes: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "size").collect();
+    let targets: Vec<u64> = sizes
+        .iter()
+        .map(|s| s["target_files"].as_u64().unwrap())
+        .collect();
+    assert_eq!(targets, [20, 50]);
+    for s in &sizes {
+        assert_eq!(s["engine"], "strata", "{s}");
+        assert!(s["error"].is_null(), "{s}");
+        assert!(s["files_at_start"].as_u64().unwrap() >= s["target_files"].as_u64().unwrap());
+        assert!(s["reader_loops"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["versions_installed"].as_u64().unwrap() > 0, "{s}");
+        for op in ["snapshot", "iter_create", "bounded_iter_create", "get"] {
+            let o = &s[op];
+            assert!(o["count"].as_u64().unwrap() > 0, "{op}: {s}");
+            let (p50, max) = (o["p50_us"].as_f64().unwrap(), o["max_us"].as_f64().unwrap());
+            assert!(p50 > 0.0 && p50 <= max, "{op}: {s}");
+        }
+        let held = &s["install"]["lock_held"];
+        assert_eq!(
+            held["count"].as_u64(),
+            s["versions_installed"].as_u64(),
+            "{s}"
+        );
+        assert!(held["max_us"].as_f64().unwrap() >= held["mean_us"].as_f64().unwrap());
+        assert!(
+            s["install"]["version_build"]["count"].as_u64().unwrap() > 0,
+            "{s}"
+        );
+        assert!(
+            s["growth_seconds_per_1k_files"].as_f64().unwrap() >= 0.0,
+            "{s}"
+        );
+    }
+    let checks = lines.iter().filter(|v| v["kind"] == "acceptance").count();
+    assert_eq!(checks, 3);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("strata")).map_or(0, |d| d.count()),
+        0
+    );
+}
+
+#[cfg(not(feature = "peer-rocksdb"))]
+#[test]
+fn naming_rocksdb_without_its_feature_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
+        .args(["lsm-versions", "--engines", "strata,rocksdb"])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--features peer-rocksdb"), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
