@@ -6,6 +6,8 @@
 //! - `recovery`: how fast a full directory reopens.
 //! - `raftlog-memory`: what the in-memory index costs per group and per entry.
 //! - `lsm`: db_bench-like workloads on the lsm engine, beside fjall and RocksDB.
+//! - `lsm-ingest`: writers' latency while SST files are ingested into other
+//!   key ranges, beside RocksDB.
 //! - `disk-probe`: sequential writes with fdatasync, the device's limit.
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
@@ -15,6 +17,7 @@ mod engines;
 mod error;
 mod lsm;
 mod lsm_demo;
+mod lsm_ingest;
 mod memory;
 mod probe;
 mod proc_stats;
@@ -50,6 +53,8 @@ enum Command {
     RaftlogMemory(memory::MemoryArgs),
     /// Run db_bench-like workloads against the lsm engine and its peers.
     Lsm(lsm::LsmArgs),
+    /// Show that ingesting SST files does not stall writers of other ranges.
+    LsmIngest(lsm_ingest::LsmIngestArgs),
     /// Measure sequential write + fdatasync on the device.
     DiskProbe(probe::ProbeArgs),
 }
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
         Command::Recovery(args) => recovery::run(args),
         Command::RaftlogMemory(args) => memory::run(args),
         Command::Lsm(args) => lsm::run(args),
+        Command::LsmIngest(args) => lsm_ingest::run(args),
         Command::DiskProbe(args) => probe::run(args),
     };
     match result {

@@ -19,14 +19,14 @@
 //! CPU seconds for every workload.
 
 mod args;
-mod engine;
+pub(crate) mod engine;
 #[cfg(feature = "peer-fjall")]
 mod fjall;
 mod keys;
 mod record;
 #[cfg(feature = "peer-rocksdb")]
-mod rocksdb;
-mod strata;
+pub(crate) mod rocksdb;
+pub(crate) mod strata;
 mod workloads;
 
 use std::path::Path;
