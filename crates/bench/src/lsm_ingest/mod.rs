@@ -43,7 +43,7 @@ use self::record::{header, median_record, run_line, table, verdict, IngestRecord
 use crate::error::BenchError;
 use crate::lsm::engine::{settle, KvEngineKind, KvSettings, WriteFlags};
 use crate::raftlog::OnOff;
-use crate::report::print_json;
+use crate::report::{fmt_rate, print_json};
 use crate::runner::interleaved;
 use crate::units::{fmt_bytes, MB};
 
@@ -209,7 +209,7 @@ fn run_engine(ctx: &RunContext) -> Result<(IngestRecord, IngestRecord), BenchErr
         note(format!(
             "{} of {count} files were not ingested before the phase ended ({} MB/s ingested)",
             ing.files_left,
-            ing.ingested_user_bytes as f64 / MB / ing.duration.as_secs_f64().max(1e-9)
+            fmt_rate(ing.ingested_user_bytes as f64 / MB / ing.duration.as_secs_f64().max(1e-9))
         ));
     }
     engine.close()?;
