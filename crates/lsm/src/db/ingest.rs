@@ -98,11 +98,12 @@ pub struct IngestReport {
     /// How long the ingestion held its seqnos allocated but unpublished
     /// (steps 5 to 7: waiting for earlier writes, the install, the
     /// manifest append), the longest of its rounds when writes to the
-    /// range made it flush and allocate again. Writers of other ranges
-    /// never wait on the latch, but one that takes a later seqno is
-    /// acknowledged only once the visible seqno passes the ingestion's:
-    /// this is the longest such a writer can be held by it. Also summed
-    /// in `Statistics::ingest_seqno_hold_micros`.
+    /// range made it flush and allocate again. Writers never wait for it:
+    /// a write that takes a later seqno is acknowledged at once, but reads
+    /// see it only once the visible seqno passes the ingestion's, and a
+    /// flush of a memtable holding it waits as long. This is the longest
+    /// the ingestion holds the engine's visible seqno back. Also summed in
+    /// `Statistics::ingest_seqno_hold_micros`.
     pub seqno_hold: Duration,
 }
 

@@ -119,8 +119,8 @@ pub struct Statistics {
     pub ingestions: u64,
     /// Microseconds the committed ingestions held their seqnos allocated
     /// but unpublished, in total (`IngestReport::seqno_hold`): the time
-    /// the visible seqno, and with it the acknowledgement of every later
-    /// write, waited for them.
+    /// the visible seqno, and with it reads of every later write and
+    /// flushes of the memtables holding them, waited for them.
     pub ingest_seqno_hold_micros: u64,
     /// The longest of those holds, in microseconds.
     pub ingest_seqno_hold_micros_max: u64,
