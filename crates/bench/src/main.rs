@@ -8,6 +8,8 @@
 //! - `lsm`: db_bench-like workloads on the lsm engine, beside fjall and RocksDB.
 //! - `lsm-versions`: read-path latency while versions install, as the SST
 //!   file count grows, beside RocksDB.
+//! - `lsm-ingest`: writers' latency while SST files are ingested into other
+//!   key ranges, beside RocksDB.
 //! - `disk-probe`: sequential writes with fdatasync, the device's limit.
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
@@ -18,6 +20,7 @@ mod error;
 mod lsm;
 mod lsm_demo;
 mod lsm_versions;
+mod lsm_ingest;
 mod memory;
 mod probe;
 mod proc_stats;
@@ -56,6 +59,8 @@ enum Command {
     /// Time snapshots, iterators and gets while versions install, as the
     /// number of SST files grows.
     LsmVersions(lsm_versions::VersionsArgs),
+    /// Show that ingesting SST files does not stall writers of other ranges.
+    LsmIngest(lsm_ingest::LsmIngestArgs),
     /// Measure sequential write + fdatasync on the device.
     DiskProbe(probe::ProbeArgs),
 }
@@ -69,6 +74,7 @@ fn main() -> ExitCode {
         Command::RaftlogMemory(args) => memory::run(args),
         Command::Lsm(args) => lsm::run(args),
         Command::LsmVersions(args) => lsm_versions::run(args),
+        Command::LsmIngest(args) => lsm_ingest::run(args),
         Command::DiskProbe(args) => probe::run(args),
     };
     match result {

@@ -153,6 +153,12 @@ fn several_disjoint_files_in_one_ingestion_are_one_change() {
         .expect("ingest");
     assert_eq!(r.files.len(), 3);
     assert_eq!(r.entries, 30);
+    // One ingestion counted, its seqno hold the statistics' only one.
+    let stats = db.statistics();
+    assert_eq!(stats.ingestions, 1);
+    let hold = r.seqno_hold.as_micros() as u64;
+    assert_eq!(stats.ingest_seqno_hold_micros, hold);
+    assert_eq!(stats.ingest_seqno_hold_micros_max, hold);
     let mut it = db.iter(&ReadOptions::default(), &cf).expect("iter");
     assert_eq!(scan_forward(&mut it).len(), 30);
 }

@@ -76,6 +76,17 @@ impl RocksKv {
         })
     }
 
+    /// The DB, for what the trait does not cover (ingestion).
+    pub fn db(&self) -> &DB {
+        &self.db
+    }
+
+    /// The options the DB was opened with (an `SstFileWriter` made from
+    /// them writes blocks, filters and compression as the DB's own files).
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
     fn int_property(&self, name: &str) -> Result<u64, EngineError> {
         Ok(self
             .db

@@ -55,6 +55,16 @@ impl StrataKv {
         let cf = db.default_column_family();
         Ok(StrataKv { db, cf })
     }
+
+    /// The database, for what the trait does not cover (ingestion).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The column family every operation goes to.
+    pub fn cf(&self) -> &ColumnFamily {
+        &self.cf
+    }
 }
 
 impl KvEngine for StrataKv {

@@ -40,7 +40,7 @@
 //! the manifest lock through `Installer::install` and the persist hook.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::cf::{CfState, ColumnFamily};
 use super::ingest_files::{
@@ -95,6 +95,16 @@ pub struct IngestReport {
     /// How many flushes the ingestion asked for (memtables holding keys of
     /// the range).
     pub flushes: u32,
+    /// How long the ingestion held its seqnos allocated but unpublished
+    /// (steps 5 to 7: waiting for earlier writes, the install, the
+    /// manifest append), the longest of its rounds when writes to the
+    /// range made it flush and allocate again. Writers never wait for it:
+    /// a write that takes a later seqno is acknowledged at once, but reads
+    /// see it only once the visible seqno passes the ingestion's, and a
+    /// flush of a memtable holding it waits as long. This is the longest
+    /// the ingestion holds the engine's visible seqno back. Also summed in
+    /// `Statistics::ingest_seqno_hold_micros`.
+    pub seqno_hold: Duration,
 }
 
 /// The range an ingestion covers, in user keys: `[lo, hi]` for the
@@ -254,14 +264,17 @@ impl Db {
         // Step 4: the latch, released when `_latch` drops (every return).
         let _latch = inner.latches.latch(state.id, &span.lo, &span.end);
         let seqnos = if range.is_some() { 2 } else { 1 };
+        let mut hold_max = Duration::ZERO;
         loop {
             inner.check_writable()?;
             // Step 5: the seqnos, after every earlier write.
+            let held = Instant::now();
             let first = inner.seq.allocate(seqnos)?;
             let last = first + seqnos - 1;
             inner.wait_visible(first - 1);
             if memtables_overlap(&state.installer.load(), span, first) {
                 inner.seq.publish(last)?;
+                hold_max = hold_max.max(held.elapsed());
                 if flushes > FLUSH_ROUNDS_MAX {
                     return Err(Error::Busy(format!(
                         "ingest: writes kept reaching [{:?}, {:?}) through {flushes} flushes",
@@ -289,8 +302,11 @@ impl Db {
             // Step 7, whatever happened: unused seqnos must not hold the
             // visible seqno back.
             let published = inner.seq.publish(last);
+            hold_max = hold_max.max(held.elapsed());
             let mut report = outcome?;
             published?;
+            inner.counters.add_ingestion(hold_max);
+            report.seqno_hold = hold_max;
             // New files may make a level due (L0 above all): without this,
             // nothing would look until the next flush, and writers stopped
             // by L0's file count would wait for one that never comes.
@@ -453,6 +469,7 @@ impl DbInner {
                         linked: 0,
                         entries: 0,
                         flushes: 0,
+                        seqno_hold: Duration::ZERO,
                     })
                 }
                 Err(InstallError::Persist(_)) if stale => continue,

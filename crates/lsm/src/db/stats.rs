@@ -31,6 +31,9 @@ pub(crate) struct Counters {
     /// Shared by the installers of every column family, so that a dropped
     /// family's installs still count.
     pub install_times: Arc<InstallTimes>,
+    ingestions: AtomicU64,
+    ingest_seqno_hold_micros: AtomicU64,
+    ingest_seqno_hold_micros_max: AtomicU64,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -72,6 +75,13 @@ impl Counters {
     pub fn add_manifest_rewrite(&self) {
         add(&self.manifest_rewrites, 1);
     }
+    pub fn add_ingestion(&self, seqno_hold: Duration) {
+        let us = seqno_hold.as_micros() as u64;
+        add(&self.ingestions, 1);
+        add(&self.ingest_seqno_hold_micros, us);
+        self.ingest_seqno_hold_micros_max
+            .fetch_max(us, Ordering::Relaxed);
+    }
 }
 
 /// A copy of the engine's counters since open.
@@ -110,6 +120,15 @@ pub struct Statistics {
     pub slowdown_micros: u64,
     /// Times the manifest was rewritten as a snapshot.
     pub manifest_rewrites: u64,
+    /// Ingestions (`Db::ingest`, `Db::replace_range`) committed.
+    pub ingestions: u64,
+    /// Microseconds the committed ingestions held their seqnos allocated
+    /// but unpublished, in total (`IngestReport::seqno_hold`): the time
+    /// the visible seqno, and with it reads of every later write and
+    /// flushes of the memtables holding them, waited for them.
+    pub ingest_seqno_hold_micros: u64,
+    /// The longest of those holds, in microseconds.
+    pub ingest_seqno_hold_micros_max: u64,
     /// Snapshots held now.
     pub snapshots: u64,
     /// Bytes in the block cache now.
@@ -144,6 +163,9 @@ impl Db {
             slowdowns: g(&c.slowdowns),
             slowdown_micros: g(&c.slowdown_micros),
             manifest_rewrites: g(&c.manifest_rewrites),
+            ingestions: g(&c.ingestions),
+            ingest_seqno_hold_micros: g(&c.ingest_seqno_hold_micros),
+            ingest_seqno_hold_micros_max: g(&c.ingest_seqno_hold_micros_max),
             snapshots: i.snapshots.len() as u64,
             block_cache_bytes: i.cache.as_ref().map_or(0, |c| c.used_bytes()),
             install: c.install_times.snapshot(),
