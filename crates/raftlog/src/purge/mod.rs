@@ -185,7 +185,7 @@ impl Engine {
             // The index counted unsynced writes: an unsynced overwrite, delete or
             // compaction may be what made these files dead. Make it durable
             // before the files go, or a crash would lose both old and new.
-            self.sync()?;
+            self.sync_beside_writers()?;
         }
 
         // 2. Delete the old rewrite generation, now fully copied. Each removal
