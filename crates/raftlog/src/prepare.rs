@@ -208,7 +208,7 @@ impl Shared {
                 }
             },
             None => {
-                let name = format!("{RECYCLE_PREFIX}prepared-{}", id.file_name());
+                let name = format!("{RECYCLE_PREFIX}prepared-{:016x}", id.seq);
                 let path = self.dir.join(&name);
                 let file = self.fs.create(&path).ok()?;
                 if self.config.preallocate

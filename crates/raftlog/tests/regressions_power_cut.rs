@@ -305,7 +305,9 @@ fn a_recycled_file_renamed_but_not_yet_rewritten_is_unfinished() {
         .unwrap()
         .iter()
         .filter_map(|n| {
+            // Log files only, not the recycled ones (a file made ahead).
             n.strip_suffix(".raftlog")
+                .filter(|s| s.len() == 16)
                 .map(|s| u64::from_str_radix(s, 16).unwrap())
         })
         .max()
