@@ -107,7 +107,8 @@ pub struct Install<'a> {
     pub visible: Option<SeqNo>,
 }
 
-/// Why an install did not happen; in every case nothing changed.
+/// Why an install did not happen; in every case but
+/// [`InstallError::Sequence`] nothing changed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     /// An edit does not apply to the current version.
@@ -116,6 +117,21 @@ pub enum InstallError {
     /// The persist hook failed.
     #[error("persisting the version edits failed: {0}")]
     Persist(#[source] crate::Error),
+    /// The edits were persisted, but what was to be published in their
+    /// place could not be made: the manifest is ahead of the published
+    /// state, and the caller must stop writes.
+    #[error("the version edits are durable but could not be published: {0}")]
+    Sequence(#[source] crate::Error),
+}
+
+/// What [`Installer::install_sequenced`] publishes in place of the edits it
+/// persisted: the same files at the seqnos allocated under the lock.
+#[derive(Debug)]
+pub struct Sequenced {
+    /// The edits to publish (applied to the same base as the persisted ones).
+    pub edits: Vec<VersionEdit>,
+    /// The seqno made visible in the same swap.
+    pub visible: SeqNo,
 }
 
 /// Publishes read states: lock-free loads for readers, serialized installs.
@@ -171,6 +187,34 @@ impl Installer {
         change: Install<'_>,
         persist: &mut dyn PersistEdits,
     ) -> Result<Arc<ReadState>, InstallError> {
+        self.install_inner(change, persist, None)
+    }
+
+    /// Installs `change` as [`Installer::install`] does, except that what
+    /// is published is what `sequence` returns, called under the lock once
+    /// the edits are durable: an ingestion persists its files at a seqno
+    /// taken earlier and publishes them at one it allocates only now, so
+    /// that the manifest's sync never holds the visible seqno back (the
+    /// ingestion's latch keeps every write of its range out of the seqnos
+    /// between, so both order the range alike; `db/ingest.rs`). If
+    /// `sequence` fails, or its edits do not apply, the persisted edits are
+    /// durable but not installed: [`InstallError::Sequence`], and the
+    /// caller must stop writes (a reopen installs them).
+    pub fn install_sequenced(
+        &self,
+        change: Install<'_>,
+        persist: &mut dyn PersistEdits,
+        sequence: &mut dyn FnMut() -> crate::Result<Sequenced>,
+    ) -> Result<Arc<ReadState>, InstallError> {
+        self.install_inner(change, persist, Some(sequence))
+    }
+
+    fn install_inner(
+        &self,
+        change: Install<'_>,
+        persist: &mut dyn PersistEdits,
+        sequence: Option<&mut dyn FnMut() -> crate::Result<Sequenced>>,
+    ) -> Result<Arc<ReadState>, InstallError> {
         let called = Instant::now();
         let manifest = self.manifest.lock();
         let locked = Instant::now();
@@ -179,12 +223,26 @@ impl Installer {
         for edit in change.edits {
             builder.apply(edit)?;
         }
-        let built = builder.build();
+        let mut built = builder.build();
         let persisting = Instant::now();
         persist
             .persist(change.edits, &built.version)
             .map_err(InstallError::Persist)?;
         let persisted = Instant::now();
+        let mut visible = change.visible.unwrap_or(0);
+        if let Some(sequence) = sequence {
+            let sequenced = sequence().map_err(InstallError::Sequence)?;
+            let mut builder = VersionBuilder::new(&base);
+            for edit in &sequenced.edits {
+                builder.apply(edit).map_err(|e| {
+                    InstallError::Sequence(crate::Error::ReadOnly(format!(
+                        "sequenced edit refused after its persisted form applied: {e}"
+                    )))
+                })?;
+            }
+            built = builder.build();
+            visible = sequenced.visible;
+        }
         let published = self.swap(|cur| {
             debug_assert!(
                 Arc::ptr_eq(&cur.version, &base),
@@ -197,7 +255,7 @@ impl Installer {
                     Some(id) => cur.immutables.without_flushed(id),
                     None => cur.immutables.clone(),
                 },
-                visible: cur.visible.max(change.visible.unwrap_or(0)),
+                visible: cur.visible.max(visible),
             })
         });
         // Only now, with the new state published, are the removed files

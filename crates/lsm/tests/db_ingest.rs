@@ -255,6 +255,18 @@ fn move_files_links_the_file_and_removes_its_old_name() {
     }
 }
 
+/// Waits until a call is caught by one of `holds`, failing with `what`
+/// after 10 s.
+fn wait_until_any_held(holds: &[strata_fs::Hold], what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !holds
+        .iter()
+        .any(|h| h.wait_until_held(std::time::Duration::from_millis(10)))
+    {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+    }
+}
+
 /// Regression: while an ingestion held its seqno (allocated, its manifest
 /// append in flight), a write to another range took a later seqno and
 /// returned at once, before the visible seqno could reach it: the writer's
@@ -293,16 +305,7 @@ fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
             db.ingest(&cf, &[path], &IngestOptions::default())
         })
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !holds
-        .iter()
-        .any(|h| h.wait_until_held(Duration::from_millis(10)))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the ingestion never reached its manifest append"
-        );
-    }
+    wait_until_any_held(&holds, "the ingestion never reached its manifest append");
     let writing = {
         let db = db.clone();
         std::thread::spawn(move || {
@@ -324,5 +327,87 @@ fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
     assert_eq!(
         get(&db, &ReadOptions::default(), 505),
         tagged("ingested", 505)
+    );
+}
+
+/// Regression: a writer that checked the latches just before an ingestion
+/// latched its range, then waited in the write queue, took a seqno after
+/// the ingestion's fence. The published files (at a seqno allocated after
+/// the manifest append) then hid its write, while the manifest (the files
+/// at the fence's seqno) let it win after a reopen. The write leader now
+/// sends such a batch back to wait for the latch: whatever order the two
+/// take, a reopen keeps it.
+#[test]
+fn a_write_that_raced_the_latch_reads_the_same_before_and_after_a_reopen() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use strata_fs::{FaultFs, Op};
+
+    let mem = MemFs::new();
+    let ffs = FaultFs::new(Arc::new(mem.clone()));
+    let open_db = |fs: Arc<dyn strata_fs::FileSystem>| {
+        Arc::new(
+            strata_lsm::Db::open_with(fs, DIR, small_options(), strata_lsm::Hooks::default())
+                .expect("open"),
+        )
+    };
+    let db = open_db(Arc::new(ffs.clone()));
+    mem.create_dir_all(std::path::Path::new("/external"))
+        .expect("dir");
+    let path = external_path("raced");
+    write_external(&mem, &path, &puts((500..510).map(k), "ingested"));
+    let wal = mem
+        .list(std::path::Path::new(DIR))
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .max()
+        .expect("a WAL file");
+    // A synced write holds the write queue's leader in its WAL sync.
+    let holds = [ffs.hold(Op::SyncData, &wal), ffs.hold(Op::SyncAll, &wal)];
+    let spawn_put = |key: u32, value: &'static [u8], sync: bool| {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let cf = db.default_column_family();
+            let w = WriteOptions {
+                sync,
+                ..WriteOptions::default()
+            };
+            db.put(&w, &cf, &k(key), value)
+        })
+    };
+    let leader = spawn_put(1, b"leader", true);
+    wait_until_any_held(&holds, "the leader never reached its WAL sync");
+    // Past the latch check before the ingestion latches, then queued.
+    let racer = spawn_put(505, b"racer", false);
+    std::thread::sleep(Duration::from_millis(100));
+    // The ingestion latches and queues its fence behind the racer.
+    let ingesting = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let cf = db.default_column_family();
+            db.ingest(&cf, &[path], &IngestOptions::default())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    drop(holds);
+    leader.join().expect("leader").expect("put");
+    racer.join().expect("racer").expect("put");
+    ingesting.join().expect("ingest thread").expect("ingest");
+    let before = get(&db, &ReadOptions::default(), 505);
+    assert!(
+        before == tagged("ingested", 505) || before.as_deref() == Some(&b"racer"[..]),
+        "neither the write nor the file: {before:?}"
+    );
+    drop(db);
+    let db = open_db(Arc::new(mem.clone()));
+    assert_eq!(
+        get(&db, &ReadOptions::default(), 505),
+        before,
+        "a reopen changed which of the write and the ingested file wins"
+    );
+    assert_eq!(
+        get(&db, &ReadOptions::default(), 506),
+        tagged("ingested", 506)
     );
 }

@@ -95,3 +95,19 @@ fn write_open_dir_seeds() {
         std::fs::write(dir.join(format!("real-{i}")), real_dir(keys, rd)).expect("write seed");
     }
 }
+
+/// Regression (found by the fuzz target in CI): an input naming one file
+/// twice made the oracle's own setup fail to create the second, a panic
+/// before the engine ran. A repeated name now gets a suffix.
+#[test]
+fn an_input_naming_a_file_twice_is_still_opened() {
+    let dir = real_dir(3, false);
+    let mut twice = dir.clone();
+    twice.extend_from_slice(&dir);
+    let files = open_dir::decode_dir(&twice);
+    let mut names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), files.len(), "a name repeats");
+    open_dir::open_dir(&twice);
+}

@@ -18,9 +18,12 @@ pub type Entry = (Vec<u8>, Vec<u8>);
 /// What one ingestion call reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ingested {
-    /// How long the engine held the ingestion's seqnos allocated but
-    /// unpublished, where it says (Strata's `IngestReport::seqno_hold`).
+    /// How long the ingestion alone held the engine's visible seqno back,
+    /// where it says (Strata's `IngestReport::seqno_hold`).
     pub seqno_hold: Option<Duration>,
+    /// How long its seqnos were allocated but unpublished, waiting for
+    /// earlier writes in flight included (`IngestReport::seqno_reserved`).
+    pub seqno_reserved: Option<Duration>,
 }
 
 /// An engine that takes puts and ingests external SST files. Shared by the

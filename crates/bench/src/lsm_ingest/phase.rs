@@ -62,6 +62,8 @@ pub struct PhaseOutcome {
     /// Each ingestion's seqno hold, in microseconds, where the engine
     /// reports it (empty otherwise).
     pub seqno_hold_us: Histogram<u64>,
+    /// Each ingestion's seqno reservation, in microseconds, likewise.
+    pub seqno_reserved_us: Histogram<u64>,
     /// Files prepared for the phase and not ingested when it ended.
     pub files_left: u64,
 }
@@ -107,6 +109,7 @@ struct WriterOut {
 struct IngesterOut {
     latency_us: Histogram<u64>,
     seqno_hold_us: Histogram<u64>,
+    seqno_reserved_us: Histogram<u64>,
     user_bytes: u64,
 }
 
@@ -184,6 +187,7 @@ pub fn run(
         ingested_user_bytes: 0,
         ingest_latency_us: latency_histogram(),
         seqno_hold_us: latency_histogram(),
+        seqno_reserved_us: latency_histogram(),
         files_left: files.len() as u64 - ingestions.load(Relaxed),
     };
     let merge = |into: &mut Histogram<u64>, from: &Histogram<u64>| {
@@ -199,6 +203,7 @@ pub fn run(
         let o = r.map_err(BenchError::from_panic)??;
         merge(&mut out.ingest_latency_us, &o.latency_us)?;
         merge(&mut out.seqno_hold_us, &o.seqno_hold_us)?;
+        merge(&mut out.seqno_reserved_us, &o.seqno_reserved_us)?;
         out.ingested_user_bytes = o.user_bytes;
     }
     Ok(out)
@@ -255,6 +260,7 @@ fn ingest_paced(
     let mut out = IngesterOut {
         latency_us: latency_histogram(),
         seqno_hold_us: latency_histogram(),
+        seqno_reserved_us: latency_histogram(),
         user_bytes: 0,
     };
     let deadline = start + duration;
@@ -276,6 +282,9 @@ fn ingest_paced(
         record_us(&mut out.latency_us, began.elapsed());
         if let Some(hold) = done.seqno_hold {
             record_us(&mut out.seqno_hold_us, hold);
+        }
+        if let Some(reserved) = done.seqno_reserved {
+            record_us(&mut out.seqno_reserved_us, reserved);
         }
         out.user_bytes += f.user_bytes;
         ingestions.fetch_add(1, Relaxed);

@@ -91,11 +91,16 @@ pub struct IngestRecord {
     pub ingest_latency_us_p99: Option<u64>,
     /// The slowest ingestion call.
     pub ingest_latency_us_max: Option<u64>,
-    /// How long an ingestion held its seqnos allocated but unpublished, in
+    /// How long an ingestion alone held the visible seqno back, in
     /// microseconds, 99.99th percentile (Strata only).
     pub seqno_hold_us_p9999: Option<u64>,
     /// The longest hold.
     pub seqno_hold_us_max: Option<u64>,
+    /// How long an ingestion's seqnos were allocated but unpublished
+    /// (the hold and the wait for earlier writes in flight), p99.99.
+    pub seqno_reserved_us_p9999: Option<u64>,
+    /// The longest reservation.
+    pub seqno_reserved_us_max: Option<u64>,
     /// Write p99 of this phase over the baseline's (ingesting only).
     pub p99_ratio: Option<f64>,
     /// Write p99.99 of this phase over the baseline's (ingesting only).
@@ -149,6 +154,8 @@ impl IngestRecord {
             ingest_latency_us_max: some(&m.ingest_latency_us, 1.0),
             seqno_hold_us_p9999: some(&m.seqno_hold_us, 0.9999),
             seqno_hold_us_max: some(&m.seqno_hold_us, 1.0),
+            seqno_reserved_us_p9999: some(&m.seqno_reserved_us, 0.9999),
+            seqno_reserved_us_max: some(&m.seqno_reserved_us, 1.0),
             p99_ratio: None,
             p9999_ratio: None,
         }
@@ -201,6 +208,8 @@ pub fn median_record(records: &[IngestRecord]) -> IngestRecord {
         ingest_latency_us_max: ou(&|r| r.ingest_latency_us_max),
         seqno_hold_us_p9999: ou(&|r| r.seqno_hold_us_p9999),
         seqno_hold_us_max: ou(&|r| r.seqno_hold_us_max),
+        seqno_reserved_us_p9999: ou(&|r| r.seqno_reserved_us_p9999),
+        seqno_reserved_us_max: ou(&|r| r.seqno_reserved_us_max),
         p99_ratio: None,
         p9999_ratio: None,
     }
@@ -282,6 +291,16 @@ pub fn table(pairs: &[(&IngestRecord, &IngestRecord)], runs: usize) -> Table {
         None,
     );
     row("seqno hold max (us)", &|r| ous(r.seqno_hold_us_max), None);
+    row(
+        "seqno reserved p99.99 (us)",
+        &|r| ous(r.seqno_reserved_us_p9999),
+        None,
+    );
+    row(
+        "seqno reserved max (us)",
+        &|r| ous(r.seqno_reserved_us_max),
+        None,
+    );
     t
 }
 

@@ -61,7 +61,7 @@ impl IngestEngine for RocksIngest {
             .db()
             .ingest_external_file_opts(&o, vec![path])
             .map_err(err("ingest"))?;
-        Ok(Ingested { seqno_hold: None })
+        Ok(Ingested::default())
     }
 
     fn close(self: Box<Self>) -> Result<(), EngineError> {

@@ -72,6 +72,7 @@ impl IngestEngine for StrataIngest {
             .map_err(err("ingest"))?;
         Ok(Ingested {
             seqno_hold: Some(report.seqno_hold),
+            seqno_reserved: Some(report.seqno_reserved),
         })
     }
 

@@ -27,7 +27,8 @@ pub fn encode_dir(files: &[(String, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// Decodes an input into named files; a truncated tail becomes a short
-/// file, and a name that is no plain file name becomes one.
+/// file, a name that is no plain file name becomes one, and a name given
+/// again gets a suffix (a directory holds one file per name).
 pub fn decode_dir(mut data: &[u8]) -> Vec<(String, &[u8])> {
     let mut files = Vec::new();
     while let Some((&name_len, rest)) = data.split_first() {
@@ -38,6 +39,9 @@ pub fn decode_dir(mut data: &[u8]) -> Vec<(String, &[u8])> {
             .collect();
         if name.is_empty() || name == "." || name == ".." {
             name = format!("file{}", files.len());
+        }
+        while files.iter().any(|(n, _)| *n == name) {
+            name.push_str(".again");
         }
         let len = rest
             .get(..4)

@@ -239,7 +239,7 @@ impl DbInner {
 
 fn install_error(e: InstallError) -> Error {
     match e {
-        InstallError::Persist(e) => e,
+        InstallError::Persist(e) | InstallError::Sequence(e) => e,
         InstallError::Edit(e) => Error::InvalidArgument(format!("version edit refused: {e}")),
     }
 }

@@ -14,30 +14,48 @@
 //!    any latch, so no writer waits for it.
 //! 4. Latch the range (`latch.rs`): writers of the range wait from now on,
 //!    every other writer goes on.
-//! 5. Allocate the seqnos (one; two for `replace_range`: the delete, then
-//!    the files) and wait until every earlier seqno is published, so that
-//!    every write ordered before the ingestion is in the memtables. If one
-//!    of them is in the range (a writer that passed before the latch),
-//!    publish the seqnos unused, flush, and do step 5 again.
-//! 6. Pick the level and install through the family's installer with
-//!    `visible: Some(last seqno)`: the files and the visible seqno change
-//!    in one swap. The manifest edit is the commit point. Only this step
-//!    (a manifest append) runs with the seqnos allocated and unpublished.
-//! 7. Publish the seqnos in the allocator, release the latch.
+//! 5. Take the fence: seqnos (one; two for `replace_range`: the delete,
+//!    then the files) allocated and published at once by the write
+//!    leader (`DbInner::fence`). The leader checks every later batch
+//!    against the latches, so every write of the range has a seqno below
+//!    the fence or waits. Wait until the fence is visible (every earlier
+//!    write is in the memtables); if the memtables hold keys of the range
+//!    (writes that came between steps 3 and 4), flush them, latched.
+//! 6. Under the family's installer lock: pick the level, check it and the
+//!    memtables against the version the install builds on, and append the
+//!    edit with the files at the fence's seqnos to the manifest (the
+//!    commit point; what recovery installs).
+//! 7. Still under that lock: allocate the seqnos readers will see (after
+//!    every write acknowledged so far), wait for the earlier ones in
+//!    flight, and publish the files at them in the same swap as the
+//!    visible seqno; publish the seqnos in the allocator; release the
+//!    latch. Only this step holds seqnos unpublished: no I/O, microseconds
+//!    (`IngestReport::seqno_hold`).
+//!
+//! The manifest and the published version give the files different
+//! seqnos (the fence's and step 7's). Both order the range alike: no
+//! write of the range has a seqno between them, and the files' keys are
+//! the range's. Recovery installs the fence's; snapshots never outlive a
+//! process.
 //!
 //! Invariants:
 //! - A failure before step 6's manifest append leaves the database as it
 //!   was (the rewritten files are removed, or are leftovers that the next
 //!   open deletes); the seqnos allocated are always published, used or not,
-//!   so the visible seqno never stops at them.
+//!   so the visible seqno never stops at them. A failure after it (no
+//!   seqno left to allocate) stops writes: the manifest is ahead of the
+//!   published state until a reopen.
 //! - At install, no memtable holds an entry of the range older than the
 //!   ingestion's seqno, and no level above the chosen one holds a file in
 //!   the range: checked under the installer's lock, against the version
 //!   the install builds on.
 //!
 //! Locks: the range latch (a leaf, held across the steps but never while
-//! waiting for another lock's holder to need it); the installer's lock and
-//! the manifest lock through `Installer::install` and the persist hook.
+//! waiting for another lock's holder to need it); the write queue for the
+//! fence, with no lock held; the installer's lock and the manifest lock
+//! through `Installer::install_sequenced` and the persist hook. Holding the
+//! installer's lock, step 7 waits for writes in flight to publish their
+//! seqnos; publishing takes no installer lock, so the wait ends.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -52,13 +70,16 @@ use crate::compaction::sst_file_name;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, MAX_SEQNO};
-use crate::read_state::{Install, InstallError, ReadState};
+use crate::read_state::{Install, InstallError, ReadState, Sequenced};
 use crate::sst::SstReader;
 use crate::version::{FileDesc, FileNumber, Version, VersionEdit};
 
 /// How many times an ingestion flushes writes that reached its range
 /// after its first flush before it gives up with `Error::Busy`.
 const FLUSH_ROUNDS_MAX: u32 = 8;
+
+/// How long a wait for the visible seqno yields before it sleeps.
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_millis(2);
 
 /// How many times an install is tried again after the version changed
 /// under the chosen level.
@@ -95,16 +116,20 @@ pub struct IngestReport {
     /// How many flushes the ingestion asked for (memtables holding keys of
     /// the range).
     pub flushes: u32,
-    /// How long the ingestion held its seqnos allocated but unpublished
-    /// (steps 5 to 7: waiting for earlier writes, the install, the
-    /// manifest append), the longest of its rounds when writes to the
-    /// range made it flush and allocate again. Writers never wait for it:
-    /// a write that takes a later seqno is acknowledged at once, but reads
-    /// see it only once the visible seqno passes the ingestion's, and a
-    /// flush of a memtable holding it waits as long. This is the longest
-    /// the ingestion holds the engine's visible seqno back. Also summed in
-    /// `Statistics::ingest_seqno_hold_micros`.
+    /// How long the ingestion alone held the visible seqno back: from the
+    /// moment every seqno below its own was published (so that, without
+    /// it, the visible seqno could have moved on) until it published its
+    /// own, in the swap that installs the files. The manifest append is
+    /// not in it: the edit is durable before the seqnos are taken. Writers
+    /// never wait for an ingestion outside its range, but a write is
+    /// acknowledged only once visible, so this is what one may wait. Also
+    /// summed in `Statistics::ingest_seqno_hold_micros`.
     pub seqno_hold: Duration,
+    /// How long the ingestion's seqnos were allocated but unpublished:
+    /// `seqno_hold` plus the wait for writes that took earlier seqnos and
+    /// were still in flight (their WAL append and sync), which the writes
+    /// queued after them wait for anyway.
+    pub seqno_reserved: Duration,
 }
 
 /// The range an ingestion covers, in user keys: `[lo, hi]` for the
@@ -264,28 +289,25 @@ impl Db {
         // Step 4: the latch, released when `_latch` drops (every return).
         let _latch = inner.latches.latch(state.id, &span.lo, &span.end);
         let seqnos = if range.is_some() { 2 } else { 1 };
-        let mut hold_max = Duration::ZERO;
-        loop {
-            inner.check_writable()?;
-            // Step 5: the seqnos, after every earlier write.
-            let held = Instant::now();
-            let first = inner.seq.allocate(seqnos)?;
-            let last = first + seqnos - 1;
-            inner.wait_visible(first - 1);
-            if memtables_overlap(&state.installer.load(), span, first) {
-                inner.seq.publish(last)?;
-                hold_max = hold_max.max(held.elapsed());
-                if flushes > FLUSH_ROUNDS_MAX {
-                    return Err(Error::Busy(format!(
-                        "ingest: writes kept reaching [{:?}, {:?}) through {flushes} flushes",
-                        span.lo, span.end
-                    )));
-                }
-                self.flush(cf, true)?;
-                flushes += 1;
-                continue;
+        // Step 5: the fence. Every write of the range now has a seqno below
+        // it, and is in a memtable once it is visible, or waits.
+        let fence = inner.fence(seqnos)?;
+        inner.wait_visible(fence + seqnos - 1);
+        while memtables_overlap(&state.installer.load(), span, fence) {
+            // Writes that reached the range between step 3 and the latch;
+            // none can come after the fence, so this ends.
+            if flushes > FLUSH_ROUNDS_MAX {
+                return Err(Error::Busy(format!(
+                    "ingest: writes kept reaching [{:?}, {:?}) through {flushes} flushes",
+                    span.lo, span.end
+                )));
             }
-            // Step 6.
+            self.flush(cf, true)?;
+            flushes += 1;
+        }
+        // Steps 6 and 7.
+        let descs = |first: SeqNo| {
+            let last = first + seqnos - 1;
             let data: Vec<FileDesc> = files
                 .iter()
                 .zip(&placed.data)
@@ -297,24 +319,17 @@ impl Db {
                 }
                 _ => None,
             };
-            let outcome =
-                inner.install_ingested(state, span, &data, delete, first, last, &placed.persisting);
-            // Step 7, whatever happened: unused seqnos must not hold the
-            // visible seqno back.
-            let published = inner.seq.publish(last);
-            hold_max = hold_max.max(held.elapsed());
-            let mut report = outcome?;
-            published?;
-            inner.counters.add_ingestion(hold_max);
-            report.seqno_hold = hold_max;
-            // New files may make a level due (L0 above all): without this,
-            // nothing would look until the next flush, and writers stopped
-            // by L0's file count would wait for one that never comes.
-            inner.bg.schedule_compaction(state.id);
-            report.flushes = flushes;
-            report.entries = files.iter().map(|f| f.entries).sum();
-            return Ok(report);
-        }
+            (data, delete)
+        };
+        let mut report = inner.install_ingested(state, span, &descs, fence, seqnos, placed)?;
+        inner.counters.add_ingestion(report.seqno_hold);
+        // New files may make a level due (L0 above all): without this,
+        // nothing would look until the next flush, and writers stopped by
+        // L0's file count would wait for one that never comes.
+        inner.bg.schedule_compaction(state.id);
+        report.flushes = flushes;
+        report.entries = files.iter().map(|f| f.entries).sum();
+        Ok(report)
     }
 }
 
@@ -343,14 +358,19 @@ impl DbInner {
     /// holds (a writer waits for visibility only after its leader
     /// published), so this ends.
     pub(super) fn wait_visible(&self, seqno: SeqNo) {
-        let mut rounds = 0u32;
+        if self.seq.visible() >= seqno {
+            return;
+        }
+        // Yield for a while first: an ingestion waits here with its own
+        // seqnos reserved, and each microsecond of sleep past the earlier
+        // writes' publication holds the visible seqno back.
+        let start = Instant::now();
         while self.seq.visible() < seqno {
-            if rounds < 64 {
+            if start.elapsed() < SPIN_BEFORE_SLEEP {
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(Duration::from_micros(50));
             }
-            rounds += 1;
         }
     }
 
@@ -399,45 +419,49 @@ impl DbInner {
             .map_err(Error::io("sync directory", &self.dir))
     }
 
-    /// Step 6: picks the levels against the current version and installs;
-    /// the persist hook, which runs under the installer's lock, checks the
-    /// pick against the version the install builds on and asks for
-    /// another round if it changed.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the steps of one ingestion, called once"
-    )]
+    /// Steps 6 and 7: picks the levels against the current version and
+    /// installs. Under the installer's lock, the persist hook checks the
+    /// pick against the version the install builds on (another round if it
+    /// changed) and appends the edit with the files at the fence's seqnos;
+    /// then the seqnos readers will see are allocated, and the files are
+    /// published at them in the same swap as the visible seqno.
     fn install_ingested(
         &self,
         state: &CfState,
         span: &Span,
-        data: &[FileDesc],
-        delete: Option<FileDesc>,
-        first: SeqNo,
-        last: SeqNo,
-        persisting: &std::sync::atomic::AtomicBool,
+        descs: &dyn Fn(SeqNo) -> (Vec<FileDesc>, Option<FileDesc>),
+        fence: SeqNo,
+        seqnos: u64,
+        placed: &Placed,
     ) -> Result<IngestReport> {
-        let replace = delete.is_some();
+        let persisting = &placed.persisting;
         for _ in 0..INSTALL_ROUNDS_MAX {
+            let replace = placed.delete.is_some();
             let picked = pick_levels(&state.installer.load().version, span, replace);
             let (level, delete_level) = picked;
-            let mut edit = VersionEdit {
-                column_family: state.id,
-                ..VersionEdit::default()
+            let edit_at = |first: SeqNo| {
+                let (data, delete) = descs(first);
+                let mut edit = VersionEdit {
+                    column_family: state.id,
+                    ..VersionEdit::default()
+                };
+                for f in data {
+                    edit.add_file(level, f);
+                }
+                if let (Some(d), Some(l)) = (delete, delete_level) {
+                    edit.add_file(l, d);
+                }
+                self.stamp(&mut edit);
+                edit
             };
-            for f in data {
-                edit.add_file(level, f.clone());
-            }
-            if let (Some(d), Some(l)) = (&delete, delete_level) {
-                edit.add_file(l, d.clone());
-            }
-            self.stamp(&mut edit);
+            let durable = edit_at(fence);
             let mut stale = false;
-            let installed = state.installer.install(
+            let mut held: Option<(SeqNo, Instant, Instant)> = None;
+            let installed = state.installer.install_sequenced(
                 Install {
-                    edits: std::slice::from_ref(&edit),
+                    edits: std::slice::from_ref(&durable),
                     flushed: None,
-                    visible: Some(last),
+                    visible: None,
                 },
                 &mut |edits: &[VersionEdit], v: &Version| {
                     // Under the installer's lock: the state loaded now is
@@ -445,7 +469,7 @@ impl DbInner {
                     // memtable into L0 before the swap.
                     let base = state.installer.load();
                     if pick_levels(&base.version, span, replace) != picked
-                        || memtables_overlap(&base, span, first)
+                        || memtables_overlap(&base, span, fence)
                     {
                         stale = true;
                         return Err(Error::Busy("the version changed".into()));
@@ -453,11 +477,45 @@ impl DbInner {
                     persisting.store(true, std::sync::atomic::Ordering::Relaxed);
                     self.persist_edits(state, edits, v)
                 },
+                &mut || {
+                    // The edit is durable. Now the seqnos readers will see:
+                    // after every write acknowledged so far, held only
+                    // until the swap (the earlier writes in flight publish
+                    // first; later ones wait behind them anyway).
+                    self.wait_visible(self.seq.allocated());
+                    let first = self.seq.allocate(seqnos)?;
+                    let allocated = Instant::now();
+                    held = Some((first, allocated, allocated));
+                    self.wait_visible(first - 1);
+                    held = Some((first, allocated, Instant::now()));
+                    debug_assert!(
+                        !memtables_overlap(&state.installer.load(), span, first),
+                        "a write reached a latched range between the fence and the ingestion"
+                    );
+                    Ok(Sequenced {
+                        edits: vec![edit_at(first)],
+                        visible: first + seqnos - 1,
+                    })
+                },
             );
+            // Whatever happened: seqnos allocated must not hold the
+            // visible seqno back.
+            let published = held.map(|(first, allocated, visible)| {
+                let r = self.seq.publish(first + seqnos - 1);
+                let now = Instant::now();
+                (first, r, now - allocated, now - visible)
+            });
             match installed {
                 Ok(_) => {
+                    let Some((first, published, reserved, hold)) = published else {
+                        return Err(Error::ReadOnly(
+                            "an ingestion installed without its seqnos".into(),
+                        ));
+                    };
+                    published?;
+                    let (data, delete) = descs(first);
                     return Ok(IngestReport {
-                        seqno: last,
+                        seqno: first + seqnos - 1,
                         delete_seqno: replace.then_some(first),
                         level,
                         delete_level,
@@ -469,14 +527,21 @@ impl DbInner {
                         linked: 0,
                         entries: 0,
                         flushes: 0,
-                        seqno_hold: Duration::ZERO,
-                    })
+                        seqno_hold: hold,
+                        seqno_reserved: reserved,
+                    });
                 }
                 Err(InstallError::Persist(_)) if stale => continue,
                 // A concurrent compaction's output landed in the level
                 // between the pick and the build: pick again.
                 Err(InstallError::Edit(_)) => continue,
                 Err(InstallError::Persist(e)) => return Err(e),
+                Err(InstallError::Sequence(e)) => {
+                    // The manifest holds the files, the published state
+                    // does not: stop, and let a reopen install them.
+                    self.stop_writes(&e);
+                    return Err(e);
+                }
             }
         }
         Err(Error::Busy(

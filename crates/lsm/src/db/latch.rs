@@ -8,12 +8,14 @@
 //!   lowered under it after the latch is gone.
 //! - A writer that reads `held == 0` takes no lock at all (the fast path:
 //!   one atomic load per write while no ingestion runs). It may race with
-//!   an ingestion that is just latching: such a writer either takes its
-//!   seqnos before the ingestion's (and the ingestion, which waits for
-//!   every earlier seqno to be published, then sees its writes in the
-//!   memtable and flushes them) or after (and is ordered after the
-//!   ingestion). The latch makes that race rare; correctness does not rest
-//!   on it.
+//!   an ingestion that is just latching, so the write leader checks each
+//!   batch of its group again before it takes the group's seqnos
+//!   ([`RangeLatches::touches_any`]) and sends a batch that touches a latch
+//!   back to wait. An ingestion latches, then takes a fence seqno through
+//!   the write queue (`db/ingest.rs`): every write of its range has a
+//!   seqno below the fence (and is in a memtable once the fence is
+//!   visible) or waits until the latch is released. Nothing of the range
+//!   ever takes a seqno between the fence and the ingestion's own.
 //! - Ingestions never wait on latches (their order comes from their
 //!   seqnos), so two ingestions of overlapping ranges cannot deadlock.
 //!
@@ -97,6 +99,21 @@ impl RangeLatches {
         });
         self.held.fetch_add(1, Ordering::SeqCst);
         LatchGuard { latches: self, id }
+    }
+
+    /// Whether any latch is held: one atomic load.
+    pub(crate) fn any_held(&self) -> bool {
+        self.held.load(Ordering::SeqCst) > 0
+    }
+
+    /// Whether `batch` touches a latched range now: the write leader's
+    /// check. One atomic load when no latch is held.
+    pub(crate) fn touches_any(&self, batch: &WriteBatch) -> bool {
+        if self.held.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let set = self.set.lock();
+        set.ranges.iter().any(|l| touches(batch, l))
     }
 
     /// Waits while `batch` touches a latched range. One atomic load when

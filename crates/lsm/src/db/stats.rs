@@ -122,10 +122,10 @@ pub struct Statistics {
     pub manifest_rewrites: u64,
     /// Ingestions (`Db::ingest`, `Db::replace_range`) committed.
     pub ingestions: u64,
-    /// Microseconds the committed ingestions held their seqnos allocated
-    /// but unpublished, in total (`IngestReport::seqno_hold`): the time
-    /// the visible seqno, and with it reads of every later write and
-    /// flushes of the memtables holding them, waited for them.
+    /// Microseconds the committed ingestions alone held the visible seqno
+    /// back, in total (`IngestReport::seqno_hold`): the time the
+    /// acknowledgement of every later write, its reads and the flushes of
+    /// the memtables holding it may have waited for them.
     pub ingest_seqno_hold_micros: u64,
     /// The longest of those holds, in microseconds.
     pub ingest_seqno_hold_micros_max: u64,

@@ -3,6 +3,7 @@
 //! appends the batches to the WAL (one write, one sync if any writer asked
 //! for it), inserts them into the memtables and publishes the last seqno.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use super::{Db, DbInner};
 use crate::batch::WriteBatch;
 use crate::column_family::ColumnFamilyId;
 use crate::error::{Error, Result};
+use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::wal::WalWriter;
 
@@ -39,6 +41,34 @@ pub(crate) struct WriteRequest {
     switch: Vec<ColumnFamilyId>,
     /// Resume writes after ENOSPC (`resume.rs`).
     resume: bool,
+    /// Seqnos for an ingestion's fence (`ingest.rs`): the leader allocates
+    /// and publishes them before the group's own, and stores the first in
+    /// `fenced`.
+    fence: u64,
+    fenced: AtomicU64,
+    /// Set by the leader when the batch touches a range latched since the
+    /// writer checked: nothing was written, and the writer waits for the
+    /// latch and submits again.
+    bounced: AtomicBool,
+}
+
+impl WriteRequest {
+    /// A request that writes nothing: a flush's memtable switch, a resume
+    /// or a fence.
+    fn control() -> WriteRequest {
+        WriteRequest {
+            batch: Mutex::new(WriteBatch::new()),
+            bytes: 0,
+            count: 0,
+            sync: false,
+            disable_wal: true,
+            switch: Vec::new(),
+            resume: false,
+            fence: 0,
+            fenced: AtomicU64::new(0),
+            bounced: AtomicBool::new(false),
+        }
+    }
 }
 
 type GroupWriter = Arc<Writer<WriteRequest, Result<()>>>;
@@ -130,20 +160,40 @@ impl DbInner {
             }
         }
         drop(cfs);
-        // An ingestion in progress over a key this batch writes holds it
-        // back until the ingestion is installed; one atomic load otherwise.
-        self.latches.wait_for(batch);
-        self.pace(options, &touched)?;
+        loop {
+            // An ingestion in progress over a key this batch writes holds
+            // it back until the ingestion is installed; one atomic load
+            // otherwise.
+            self.latches.wait_for(batch);
+            self.pace(options, &touched)?;
+            let request = WriteRequest {
+                batch: Mutex::new(batch.clone()),
+                bytes: batch.payload().len() as u64,
+                count: batch.count(),
+                sync: options.sync,
+                disable_wal: options.disable_wal,
+                ..WriteRequest::control()
+            };
+            // Sent back only when an ingestion latched the batch's range
+            // after the check above: wait for it, then go again.
+            if self.submit(request)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Allocates `n` seqnos through the write queue and publishes them at
+    /// once, and returns the first: an ingestion's fence. Every write
+    /// whose seqnos come after it was checked against the latches held
+    /// when the fence was served (`latch.rs`).
+    pub(super) fn fence(&self, n: u64) -> Result<SeqNo> {
+        self.check_writable()?;
         let request = WriteRequest {
-            batch: Mutex::new(batch.clone()),
-            bytes: batch.payload().len() as u64,
-            count: batch.count(),
-            sync: options.sync,
-            disable_wal: options.disable_wal,
-            switch: Vec::new(),
-            resume: false,
+            fence: n,
+            ..WriteRequest::control()
         };
-        self.submit(request)
+        let served = self.serve_request(request)?;
+        Ok(served.request.fenced.load(Ordering::Acquire))
     }
 
     /// Switches the active memtables of `cfs` (those that hold anything) for
@@ -151,30 +201,27 @@ impl DbInner {
     pub(super) fn switch_memtables_for_flush(&self, cfs: Vec<ColumnFamilyId>) -> Result<()> {
         self.check_writable()?;
         self.submit(WriteRequest {
-            batch: Mutex::new(WriteBatch::new()),
-            bytes: 0,
-            count: 0,
-            sync: false,
-            disable_wal: true,
             switch: cfs,
-            resume: false,
+            ..WriteRequest::control()
         })
+        .map(drop)
     }
 
     /// Runs a resume as the leader of a group (`resume.rs`).
     pub(super) fn submit_resume(&self) -> Result<()> {
         self.submit(WriteRequest {
-            batch: Mutex::new(WriteBatch::new()),
-            bytes: 0,
-            count: 0,
-            sync: false,
-            disable_wal: true,
-            switch: Vec::new(),
             resume: true,
+            ..WriteRequest::control()
         })
+        .map(drop)
     }
 
-    fn submit(&self, request: WriteRequest) -> Result<()> {
+    /// Runs `request` through the write queue and returns it as the
+    /// leader left it.
+    fn serve_request(
+        &self,
+        request: WriteRequest,
+    ) -> Result<Arc<Writer<WriteRequest, Result<()>>>> {
         let served = self.queue.submit(
             request,
             |r| r.bytes,
@@ -188,7 +235,17 @@ impl DbInner {
             },
         );
         served.outcome?;
-        let request = &served.writer.request;
+        Ok(served.writer)
+    }
+
+    /// Runs `request` through the write queue; false when the leader sent
+    /// it back (a latch), with nothing written.
+    fn submit(&self, request: WriteRequest) -> Result<bool> {
+        let writer = self.serve_request(request)?;
+        let request = &writer.request;
+        if request.bounced.load(Ordering::Acquire) {
+            return Ok(false);
+        }
         if request.count > 0 {
             // The group published its seqnos, but an ingestion holding an
             // earlier one (its manifest append in flight) keeps the visible
@@ -199,7 +256,7 @@ impl DbInner {
                 self.wait_visible(last);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn check_open_and_not_stopped(&self) -> Result<()> {
@@ -298,13 +355,45 @@ impl DbInner {
             self.stop_writes(&e);
             return fail_all(group.len(), &e);
         }
+        // Fences first, then each batch checked against the latches: an
+        // ingestion latched its range before it asked for its fence, so
+        // every batch of its range after the fence is sent back here.
+        for w in group.iter().filter(|w| w.request.fence > 0) {
+            let n = w.request.fence;
+            let fenced = self
+                .seq
+                .allocate(n)
+                .and_then(|first| self.seq.publish(first + n - 1).map(|()| first));
+            match fenced {
+                Ok(first) => w.request.fenced.store(first, Ordering::Release),
+                Err(e) => return fail_all(group.len(), &e),
+            }
+        }
+        // Every writer of the group gets the same outcome; a bounced one
+        // reads its flag first.
+        let all = group.len();
+        let mut kept = Vec::new();
+        let group = if self.latches.any_held() {
+            for w in group {
+                let bounce =
+                    w.request.count > 0 && self.latches.touches_any(&w.request.batch.lock());
+                if bounce {
+                    w.request.bounced.store(true, Ordering::Release);
+                } else {
+                    kept.push(w.clone());
+                }
+            }
+            &kept[..]
+        } else {
+            group
+        };
         let total: u64 = group.iter().map(|w| u64::from(w.request.count)).sum();
         if total == 0 {
-            return group.iter().map(|_| Ok(())).collect();
+            return (0..all).map(|_| Ok(())).collect();
         }
         let first = match self.seq.allocate(total) {
             Ok(first) => first,
-            Err(e) => return fail_all(group.len(), &e),
+            Err(e) => return fail_all(all, &e),
         };
         let last = first + total - 1;
         let batches: Vec<MutexGuard<'_, WriteBatch>> =
@@ -317,11 +406,11 @@ impl DbInner {
         match outcome {
             Ok(()) => {
                 self.counters.add_writes(group.len() as u64, total);
-                group.iter().map(|_| Ok(())).collect()
+                (0..all).map(|_| Ok(())).collect()
             }
             Err(e) => {
                 self.stop_writes(&e);
-                fail_all(group.len(), &e)
+                fail_all(all, &e)
             }
         }
     }
