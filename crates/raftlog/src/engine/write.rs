@@ -633,7 +633,8 @@ impl Engine {
     /// Drops the entries of `group` below `index`; returns how many were
     /// dropped. The compaction is in the index at once and is logged, without
     /// a sync, ahead of the records of the next group commit (any writer's,
-    /// purge's, `sync`'s or `close`'s), so it never waits for I/O. Like any
+    /// `sync`'s, `close`'s, or that of a purge with files to copy or free),
+    /// so it never waits for I/O. Like any
     /// unsynced write it is durable once a later sync covers it, and a crash
     /// before that brings the entries back: never a write made after it
     /// without the compaction.

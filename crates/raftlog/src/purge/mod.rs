@@ -17,7 +17,8 @@
 //! entries out of it, `writer.rs` packs the copies into records of at most
 //! about a megabyte, and `install.rs` points the index at them. A purge with
 //! nothing to copy visits no group at all, and usually one to learn that no
-//! file is free (`Index::oldest_append_file`).
+//! file is free (`Index::oldest_append_file`); a purge with nothing to copy
+//! or free returns then, having logged, synced and waited for nothing.
 //!
 //! Copies are made outside any lock and installed per group only where the
 //! index still points at the copied location, so concurrent writes always win.
@@ -71,9 +72,6 @@ impl Engine {
     /// copies pass the limit, rather than copied again and again.
     pub fn purge(&self) -> Result<PurgeOutcome> {
         let _guard = self.purge_lock.lock();
-        // Compactions still only in the index may free files below; log them
-        // first, so the sync before any deletion makes them durable.
-        self.flush_compactions()?;
         let mut out = PurgeOutcome::default();
         Metrics::add(&self.metrics.purges, 1);
         fail::fail_point!("raftlog::purge::start", |_| Err(Error::Io {
@@ -81,6 +79,14 @@ impl Engine {
             path: self.pipe.dir.clone(),
             source: std::io::Error::other("fail point"),
         }));
+        if self.nothing_to_purge() {
+            // Most calls: no file is free and the log is under its
+            // threshold. Nothing is logged, synced or waited for.
+            return Ok(out);
+        }
+        // Compactions still only in the index may free files below; log them
+        // first, so the sync before any deletion makes them durable.
+        self.flush_compactions()?;
 
         // The leader applies a group to the index before it releases the append
         // lock, so every batch in a file older than this one is indexed.
@@ -158,21 +164,7 @@ impl Engine {
         // `min_dirty`. When no append file is below the other two bounds, no
         // group needs asking. (Writers lower `min_dirty` concurrently, but
         // only to the active file or a later one: never below `active_seq`.)
-        let bound = active_seq.min(self.min_dirty.load(Ordering::SeqCst));
-        let oldest = self
-            .pipe
-            .files
-            .read()
-            .keys()
-            .find(|id| id.queue == Queue::Append)
-            .map(|id| id.seq);
-        let needed = match oldest {
-            Some(oldest) if oldest < bound => self
-                .index
-                .oldest_append_file(oldest)
-                .map_or(bound, |seq| seq.min(bound)),
-            _ => bound,
-        };
+        let needed = self.first_needed_append_file(active_seq);
         let purgeable: Vec<FileId> = self
             .pipe
             .files
@@ -219,6 +211,46 @@ impl Engine {
         out.groups_to_compact.sort_unstable();
         out.groups_to_compact.dedup();
         Ok(out)
+    }
+
+    /// The oldest append file that must stay: the oldest any group needs,
+    /// bounded by the active file and `min_dirty`. When no append file is
+    /// below the other two bounds, no group is asked.
+    fn first_needed_append_file(&self, active_seq: u64) -> u64 {
+        let bound = active_seq.min(self.min_dirty.load(Ordering::SeqCst));
+        let oldest = self
+            .pipe
+            .files
+            .read()
+            .keys()
+            .find(|id| id.queue == Queue::Append)
+            .map(|id| id.seq);
+        match oldest {
+            Some(oldest) if oldest < bound => self
+                .index
+                .oldest_append_file(oldest)
+                .map_or(bound, |seq| seq.min(bound)),
+            _ => bound,
+        }
+    }
+
+    /// Whether a purge now would copy nothing and free no file: the append
+    /// queue is under its threshold, the rewrite queue needs no new
+    /// generation, and every append file is still needed. Compactions not
+    /// yet logged count (the index holds them), so a file they free is
+    /// seen, and the purge that frees it logs them first.
+    fn nothing_to_purge(&self) -> bool {
+        let active_seq = self.pipe.append.lock().id.seq;
+        if self.rewrite_cutoff(active_seq).is_some()
+            || self.min_dirty.load(Ordering::SeqCst) != u64::MAX
+        {
+            return false;
+        }
+        let needed = self.first_needed_append_file(active_seq);
+        let files = self.pipe.files.read();
+        !files
+            .keys()
+            .any(|id| id.queue == Queue::Append && id.seq < needed)
     }
 
     fn sync_dir(&self) -> Result<()> {

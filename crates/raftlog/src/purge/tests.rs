@@ -1,5 +1,6 @@
-//! Purge's copies written early, to bound memory, for a group that then turns
-//! out over the limit: they are never installed, and never come back.
+//! Purge unit tests: copies written early, to bound memory, for a group that
+//! then turns out over the limit (never installed, never back), and the idle
+//! purge that must cost nothing.
 
 use std::sync::Arc;
 
@@ -101,4 +102,51 @@ fn copies_written_early_of_a_group_over_the_limit_never_come_back() {
     let engine = Engine::open_with_fs("/db", config, dyn_fs).unwrap();
     check(&engine, LAGGING, 48, 50, "after reopen");
     PENDING_BYTES_MAX_FOR_TESTS.set(None);
+}
+
+/// Most purge calls find nothing to do: they must not log the pending
+/// compactions, sync, or wait for I/O (they used to cost a group commit and
+/// an fsync each). The compaction that later frees a file is still logged,
+/// by the purge that frees it, before the deletion, and survives a power cut.
+#[test]
+fn a_purge_with_nothing_to_free_logs_and_syncs_nothing() {
+    let config = Config {
+        target_file_size_bytes: 64 << 10,
+        purge_threshold_bytes: 64 << 20,
+        preallocate: false,
+        ..Config::default()
+    };
+    let fs = MemFs::new();
+    let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    let engine = Engine::open_with_fs("/db", config.clone(), dyn_fs.clone()).unwrap();
+    for i in 1..=4 {
+        append(&engine, BUSY, i);
+    }
+    engine.sync().unwrap();
+    // A compaction inside the active file frees nothing.
+    engine.compact_to(BUSY, 3).unwrap();
+    let (syncs, written) = (fs.sync_count(), fs.bytes_written());
+    for _ in 0..10 {
+        let out = engine.purge().unwrap();
+        assert!(out.groups_to_compact.is_empty(), "{out:?}");
+    }
+    assert_eq!(fs.sync_count(), syncs, "an idle purge synced");
+    assert_eq!(fs.bytes_written(), written, "an idle purge wrote");
+    check(&engine, BUSY, 3, 4, "after idle purges");
+
+    // Fill more files, compact the group past all but the active one: the
+    // purge that frees the old files logs the compaction before it deletes.
+    let mut last = 4;
+    while engine.file_stats().append_files < 4 {
+        last += 1;
+        append(&engine, BUSY, last);
+    }
+    engine.compact_to(BUSY, last).unwrap();
+    let first = engine.file_stats().first_append_seq;
+    engine.purge().unwrap();
+    assert!(engine.file_stats().first_append_seq > first);
+    drop(engine);
+    fs.crash(strata_fs::CrashMode::DropUnsynced);
+    let engine = Engine::open_with_fs("/db", config, dyn_fs).unwrap();
+    check(&engine, BUSY, last, last, "after a power cut");
 }
