@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod blob;
 pub mod cache;
 pub mod column_family;
 pub mod compaction;

@@ -7,6 +7,7 @@
 //! and asserts what must hold of whatever it accepts. A panic, from the code
 //! under test or from an assertion here, is a bug.
 
+pub mod blob;
 pub mod decoders;
 pub mod ingest;
 pub mod log_files;

@@ -46,6 +46,7 @@ pub use meta_index::MetaIndex;
 pub use options::SstWriterOptions;
 pub use properties::{Properties, PropertiesCollector};
 pub use range_del::{decode as decode_range_deletions, RangeTombstone};
+pub(crate) use reader::read_exact;
 pub use reader::SstReader;
 pub use stored_block::{seal as seal_block, unseal as unseal_block};
 pub use writer::{SstFileInfo, SstWriter};

@@ -138,7 +138,7 @@ impl ReaderInner {
     }
 }
 
-fn read_exact(file: &dyn File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
+pub(crate) fn read_exact(file: &dyn File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
     match file.read_exact_at(offset, buf) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(Error::corruption(

@@ -1,0 +1,233 @@
+//! Reads one blob file: a value by its reference (the read path), a block
+//! whole (scans that fetch many values of one block at once), or every record
+//! in file order (GC, re-inlining, `strata-ctl`).
+//!
+//! Invariants:
+//! - Opening checks the header and the footer, and that the footer sits
+//!   where the blocks end: a file cut short or never finished is refused.
+//! - Every extent read is bounded by the file's blocks before any I/O, every
+//!   block is checked by its checksum before a byte of it is used, and a
+//!   value is returned only when the record it came from carries the key
+//!   the caller looked up and the length the reference promised: damage and
+//!   a wrong reference are typed errors, never another key's value.
+//!
+//! Concurrency: a reader is `Sync`; every method takes `&self`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_fs::{File, FileSystem};
+
+use super::format::{
+    decode_record, BlobRecord, BlobRef, Footer, Header, BLOCK_LEN_PREFIX, FOOTER_LEN, HEADER_LEN,
+};
+use crate::error::{Error, Result};
+use crate::sst::format::{BLOCK_TRAILER_LEN, MAX_BLOCK_LEN};
+use crate::sst::{read_exact, unseal_block};
+
+/// An open blob file.
+#[derive(Debug)]
+pub struct BlobFileReader {
+    path: PathBuf,
+    file: Arc<dyn File>,
+    file_number: u64,
+    header: Header,
+    footer: Footer,
+}
+
+/// A block read and checked: its records, decompressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobBlock {
+    /// Offset of the stored block in its file.
+    pub offset: u64,
+    raw: Vec<u8>,
+}
+
+impl BlobBlock {
+    /// The decompressed bytes.
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
+    }
+}
+
+impl BlobFileReader {
+    /// Opens the blob file at `path` as file `file_number`.
+    pub fn open(fs: &dyn FileSystem, path: &Path, file_number: u64) -> Result<BlobFileReader> {
+        let file = fs.open(path, false).map_err(Error::io("open", path))?;
+        let file_size = file.len().map_err(Error::io("stat", path))?;
+        if file_size < (HEADER_LEN + FOOTER_LEN) as u64 {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("{file_size} bytes is too short for a blob file"),
+            ));
+        }
+        let mut head = [0u8; HEADER_LEN];
+        read_exact(&*file, path, 0, &mut head)?;
+        let header = Header::decode(&head)
+            .map_err(|e| Error::corruption(path, 0, format!("header: {e}")))?;
+        let footer_at = file_size - FOOTER_LEN as u64;
+        let mut foot = [0u8; FOOTER_LEN];
+        read_exact(&*file, path, footer_at, &mut foot)?;
+        let footer = Footer::decode(&foot)
+            .map_err(|e| Error::corruption(path, footer_at, format!("footer: {e}")))?;
+        if footer.data_end != footer_at {
+            return Err(Error::corruption(
+                path,
+                footer_at,
+                format!(
+                    "footer says the blocks end at {}, the file at {footer_at}",
+                    footer.data_end
+                ),
+            ));
+        }
+        Ok(BlobFileReader {
+            path: path.to_path_buf(),
+            file,
+            file_number,
+            header,
+            footer,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's number.
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    /// What the header says.
+    pub fn header(&self) -> Header {
+        self.header
+    }
+
+    /// What the footer says.
+    pub fn footer(&self) -> Footer {
+        self.footer
+    }
+
+    /// Reads and checks the stored block at `offset` of `size` bytes.
+    pub fn read_block(&self, offset: u64, size: u32) -> Result<BlobBlock> {
+        let first = (HEADER_LEN + BLOCK_LEN_PREFIX) as u64;
+        let size64 = u64::from(size);
+        let in_bounds = offset >= first
+            && size64 >= BLOCK_TRAILER_LEN as u64
+            && size64 <= MAX_BLOCK_LEN
+            && offset
+                .checked_add(size64)
+                .is_some_and(|end| end <= self.footer.data_end);
+        if !in_bounds {
+            return Err(self.corruption(
+                offset,
+                format!(
+                    "a {size}-byte block at {offset} is outside the blocks ({first}..{})",
+                    self.footer.data_end
+                ),
+            ));
+        }
+        let mut stored = vec![0u8; size as usize];
+        read_exact(&*self.file, &self.path, offset, &mut stored)?;
+        let raw =
+            unseal_block(&stored).map_err(|e| self.corruption(offset, format!("block: {e}")))?;
+        if raw.is_empty() {
+            return Err(self.corruption(offset, "an empty block"));
+        }
+        Ok(BlobBlock { offset, raw })
+    }
+
+    /// The value `r` points at, which must have been written under `key`.
+    pub fn get(&self, r: &BlobRef, key: &[u8]) -> Result<Vec<u8>> {
+        if r.file_number != self.file_number {
+            return Err(Error::InvalidArgument(format!(
+                "a reference into blob file {} asked of file {}",
+                r.file_number, self.file_number
+            )));
+        }
+        let block = self.read_block(r.block_offset, r.block_size)?;
+        self.value_in(&block, r, key).map(<[u8]>::to_vec)
+    }
+
+    /// The value `r` points at in `block` (read for `r`'s extent), which
+    /// must have been written under `key`.
+    pub fn value_in<'b>(&self, block: &'b BlobBlock, r: &BlobRef, key: &[u8]) -> Result<&'b [u8]> {
+        if block.offset != r.block_offset {
+            return Err(Error::InvalidArgument(format!(
+                "a reference into the block at {} asked of the block at {}",
+                r.block_offset, block.offset
+            )));
+        }
+        let (record, _) = decode_record(&block.raw, r.record_offset as usize)
+            .map_err(|e| self.corruption(r.block_offset, format!("record: {e}")))?;
+        if record.key != key || record.value.len() != r.value_len as usize {
+            return Err(self.corruption(
+                r.block_offset,
+                format!(
+                    "record at {} holds a {}-byte value of another key or length \
+                     than the reference's {}-byte value",
+                    r.record_offset,
+                    record.value.len(),
+                    r.value_len
+                ),
+            ));
+        }
+        Ok(record.value)
+    }
+
+    /// Visits every record in file order with its reference, checking every
+    /// block and, at the end, the footer's counts.
+    pub fn for_each_record(
+        &self,
+        mut visit: impl FnMut(BlobRef, BlobRecord<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let mut seen = Footer {
+            data_end: self.footer.data_end,
+            ..Footer::default()
+        };
+        let mut pos = HEADER_LEN as u64;
+        while pos < self.footer.data_end {
+            if pos + BLOCK_LEN_PREFIX as u64 > self.footer.data_end {
+                return Err(self.corruption(pos, "a block length cut by the footer"));
+            }
+            let mut len = [0u8; BLOCK_LEN_PREFIX];
+            read_exact(&*self.file, &self.path, pos, &mut len)?;
+            let size = u32::from_le_bytes(len);
+            let block = self.read_block(pos + BLOCK_LEN_PREFIX as u64, size)?;
+            let mut at = 0;
+            while at < block.raw.len() {
+                let (record, next) = decode_record(&block.raw, at)
+                    .map_err(|e| self.corruption(block.offset, format!("record: {e}")))?;
+                let r = BlobRef {
+                    file_number: self.file_number,
+                    block_offset: block.offset,
+                    block_size: size,
+                    record_offset: at as u32,
+                    value_len: record.value.len() as u32,
+                };
+                seen.record_count += 1;
+                seen.value_bytes += record.value.len() as u64;
+                visit(r, record)?;
+                at = next;
+            }
+            seen.block_count += 1;
+            pos = block.offset + u64::from(size);
+        }
+        if seen != self.footer {
+            return Err(self.corruption(
+                self.footer.data_end,
+                format!(
+                    "the footer says {:?}, the blocks hold {seen:?}",
+                    self.footer
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn corruption(&self, offset: u64, reason: impl Into<String>) -> Error {
+        Error::corruption(&self.path, offset, reason)
+    }
+}
