@@ -327,6 +327,9 @@ fn check_item(kind: ValueKind, key: &[u8], value: &[u8]) -> std::result::Result<
         ValueKind::RangeDelete if key >= value => {
             Err("range start is not below its end".to_owned())
         }
+        ValueKind::BlobIndex => crate::blob::BlobRef::decode(value)
+            .map(|_| ())
+            .map_err(|e| format!("a blob index whose reference does not decode: {e}")),
         _ if value.len() > VALUE_BYTES_MAX => Err(format!(
             "value of {} bytes passes {VALUE_BYTES_MAX}",
             value.len()

@@ -264,6 +264,9 @@ impl Installer {
         for file in &built.removed {
             file.mark_obsolete();
         }
+        for blob in &built.removed_blobs {
+            blob.mark_obsolete();
+        }
         let done = Instant::now();
         drop(manifest);
         let t = &self.times;

@@ -27,8 +27,31 @@ fn op() -> impl Strategy<Value = Op> {
         (cf.clone(), key(), key())
             .prop_filter("a non-empty range", |(_, a, b)| a != b)
             .prop_map(|(c, a, b)| Op::DeleteRange(c, a.clone().min(b.clone()), a.max(b))),
-        (cf, key(), value).prop_map(|(c, k, v)| Op::PutBlobIndex(c, k, v)),
+        (cf, key(), blob_ref()).prop_map(|(c, k, v)| Op::PutBlobIndex(c, k, v)),
     ]
+}
+
+/// An encoded blob reference: the only value a blob index may carry.
+fn blob_ref() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<u64>(),
+        any::<u64>(),
+        5u32..1 << 20,
+        0u32..1 << 20,
+        0u32..1 << 20,
+    )
+        .prop_map(
+            |(file_number, block_offset, block_size, record_offset, value_len)| {
+                strata_lsm::blob::BlobRef {
+                    file_number,
+                    block_offset,
+                    block_size,
+                    record_offset,
+                    value_len,
+                }
+                .encode()
+            },
+        )
 }
 
 fn fill(ops: &[Op]) -> WriteBatch {
@@ -121,6 +144,7 @@ fn every_invalid_argument_is_refused_until_clear() {
         Box::new(|b| b.put(0, b"", b"v")),
         Box::new(|b| b.delete(0, b"")),
         Box::new(|b| b.put_blob_index(3, b"", b"ref")),
+        Box::new(|b| b.put_blob_index(3, b"k", b"not a blob reference")),
         Box::new(move |b| b.delete(0, &long_key)),
         Box::new(|b| b.delete_range(0, b"b", b"b")),
         Box::new(|b| b.delete_range(0, b"b", b"a")),

@@ -128,7 +128,11 @@ fn a_flush_writes_one_level0_file_from_several_memtables() {
     let next = || n.next();
     // A tiny target and bottommost: both ignored by a flush.
     let ctx = context(&*fs, &next, &[], true, 100);
-    let out = flush_memtables(&[newer, older], &ctx).unwrap();
+    let (out, blobs) = flush_memtables(&[newer, older], &ctx).unwrap();
+    assert!(
+        blobs.is_empty(),
+        "a run without separation wrote blob files"
+    );
     assert_eq!(out.len(), 1);
     let c = read_file(&*fs, &out[0]);
     // The deletion stays (older files may hold the key); the versions it

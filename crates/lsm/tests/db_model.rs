@@ -2,7 +2,9 @@
 //! proptest: puts, deletes and range deletes in atomic batches across two
 //! families, snapshots taken and released, point reads and scans both ways
 //! with bounds (at the latest state and at snapshots), flushes, manual
-//! compactions, clean reopens and power cuts after a WAL sync. The options
+//! compactions, clean reopens and power cuts after a WAL sync, key-value
+//! separation switched on and off online (and, in the second property, on
+//! from the start, so values on both sides of the threshold). The options
 //! are tiny, so memtable switches, background flushes and compactions run
 //! all the time underneath.
 
@@ -11,7 +13,7 @@ mod db_support;
 use db_support::*;
 use proptest::prelude::*;
 use strata_fs::{CrashMode, MemFs};
-use strata_lsm::{ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use strata_lsm::{Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Change {
@@ -37,6 +39,8 @@ enum Op {
     Compact(usize, Option<(u32, u32)>),
     Reopen,
     PowerCut(u64),
+    /// Key-value separation switched online: `None` off, else the threshold.
+    SetMinBlobSize(usize, Option<u64>),
 }
 
 const KEYS: u32 = 40;
@@ -62,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..FAMILIES, prop::option::of((0..KEYS, 0..KEYS))).prop_map(|(c, r)| Op::Compact(c, r.map(|(a, b)| (a.min(b), a.max(b))))),
         1 => Just(Op::Reopen),
         1 => any::<u64>().prop_map(Op::PowerCut),
+        1 => (0..FAMILIES, prop::option::of(1u64..700)).prop_map(|(c, m)| Op::SetMinBlobSize(c, m)),
     ]
 }
 
@@ -69,7 +74,17 @@ fn all_keys() -> Vec<Vec<u8>> {
     (0..KEYS).map(key).collect()
 }
 
-fn run(ops: Vec<Op>) {
+/// `small_options`, with values of 100 bytes or more separated into blob
+/// files of small blocks.
+fn separated_options() -> Options {
+    let mut o = small_options();
+    o.default_column_family.blob.min_blob_size = Some(100);
+    o.default_column_family.blob.block_size_bytes = 1024;
+    o
+}
+
+fn run(ops: Vec<Op>, options: fn() -> Options) {
+    let small_options = options;
     let mut fs = MemFs::new();
     let mut db = open(&fs, small_options()).expect("open");
     let mut cfs = families(&db);
@@ -190,6 +205,7 @@ fn run(ops: Vec<Op>) {
                 db = open(&fs, small_options()).expect("open after a power cut");
                 cfs = families(&db);
             }
+            Op::SetMinBlobSize(cf, min) => db.set_min_blob_size(&cfs[cf], min).expect("set"),
         }
     }
     check_db(&db, &model, &latest, &all_keys());
@@ -211,6 +227,11 @@ proptest! {
 
     #[test]
     fn the_engine_matches_the_model(ops in prop::collection::vec(op(), 1..120)) {
-        run(ops);
+        run(ops, small_options);
+    }
+
+    #[test]
+    fn the_engine_matches_the_model_with_separated_values(ops in prop::collection::vec(op(), 1..120)) {
+        run(ops, separated_options);
     }
 }

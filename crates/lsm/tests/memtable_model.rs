@@ -135,7 +135,15 @@ fn apply(steps: &[Step]) -> (Vec<Arc<Memtable>>, Model, SeqNo) {
             match op {
                 Op::Put(k) => b.put(0, k, format!("v{}", next + b.count() as u64).as_bytes()),
                 Op::BlobIndex(k) => {
-                    b.put_blob_index(0, k, format!("blob{}", next + b.count() as u64).as_bytes())
+                    // A reference naming the seqno, so each is distinct.
+                    let r = strata_lsm::blob::BlobRef {
+                        file_number: next + b.count() as u64,
+                        block_offset: 0,
+                        block_size: 5,
+                        record_offset: 0,
+                        value_len: 0,
+                    };
+                    b.put_blob_index(0, k, &r.encode())
                 }
                 Op::Delete(k) => b.delete(0, k),
                 Op::DeleteRange(s, e) => b.delete_range(0, s, e),

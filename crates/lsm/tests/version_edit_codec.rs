@@ -6,6 +6,7 @@
 mod version_support;
 
 use proptest::prelude::*;
+use strata_lsm::version::BlobFileDesc;
 use strata_lsm::{FileDesc, InternalKey, ValueKind, VersionEdit, MAX_SEQNO};
 use version_support::*;
 
@@ -40,15 +41,34 @@ fn version_edit() -> impl Strategy<Value = VersionEdit> {
         prop::option::of(0..=MAX_SEQNO),
         prop::collection::vec((any::<u8>(), any::<u64>()), 0..5),
         prop::collection::vec((any::<u8>(), file_desc()), 0..5),
+        prop::collection::vec(any::<u64>(), 0..3),
+        prop::collection::vec(blob_file_desc(), 0..3),
     )
-        .prop_map(|(cf, log, next, last, deleted, added)| VersionEdit {
-            column_family: cf,
-            log_number: log,
-            next_file_number: next,
-            last_seqno: last,
-            deleted,
-            added,
-        })
+        .prop_map(
+            |(cf, log, next, last, deleted, added, deleted_blob_files, added_blob_files)| {
+                VersionEdit {
+                    column_family: cf,
+                    log_number: log,
+                    next_file_number: next,
+                    last_seqno: last,
+                    deleted,
+                    added,
+                    deleted_blob_files,
+                    added_blob_files,
+                }
+            },
+        )
+}
+
+fn blob_file_desc() -> impl Strategy<Value = BlobFileDesc> {
+    (any::<u64>(), 76..u64::MAX, any::<u64>(), any::<u64>()).prop_map(
+        |(number, size, record_count, value_bytes)| BlobFileDesc {
+            number,
+            size,
+            record_count,
+            value_bytes,
+        },
+    )
 }
 
 proptest! {

@@ -1,12 +1,14 @@
 //! A file removed by an edit is queued for deletion only after every
 //! version, snapshot and iterator-like holder that can reach it is dropped;
 //! a file still in the current version is never queued, moved files keep
-//! one owner, and a failed install queues nothing.
+//! one owner, and a failed install queues nothing. Blob files follow the
+//! same rule.
 
 mod version_support;
 
 use std::sync::Arc;
 
+use strata_lsm::version::{BlobFileDesc, ObsoleteFile};
 use strata_lsm::{Error, Install, ReadState, Version, VersionEdit};
 use version_support::*;
 
@@ -37,7 +39,7 @@ fn removed_file_queued_after_every_snapshot_and_iterator_is_dropped() {
     drop(snapshot);
     assert!(rx.try_recv().is_err(), "the iterator still reaches file 1");
     drop(iter);
-    assert_eq!(rx.try_recv().unwrap(), 1);
+    assert_eq!(rx.try_recv().unwrap(), ObsoleteFile::Table(1));
     assert!(rx.try_recv().is_err(), "files 2 and 3 are current");
 }
 
@@ -73,7 +75,7 @@ fn a_moved_file_keeps_one_owner_and_is_queued_once() {
     install(&inst, &[edit(&[], &[(2, 1)])]).unwrap();
     assert!(rx.try_recv().is_err(), "the L1 snapshot still reads file 1");
     drop(at_l1);
-    assert_eq!(rx.try_recv().unwrap(), 1);
+    assert_eq!(rx.try_recv().unwrap(), ObsoleteFile::Table(1));
     assert!(rx.try_recv().is_err());
 }
 
@@ -117,4 +119,34 @@ fn a_failed_persist_changes_nothing_and_queues_nothing() {
         "file 1 is still current; file 2 was never installed"
     );
     assert_eq!(numbers(&inst.load().version, 1), [1]);
+}
+
+#[test]
+fn a_removed_blob_file_is_queued_after_the_last_snapshot_that_reaches_it() {
+    let (inst, rx) = installer();
+    let blob = BlobFileDesc {
+        number: 5,
+        size: 1000,
+        record_count: 3,
+        value_bytes: 900,
+    };
+    let mut add = edit(&[(1, desc(1, 0, 9, 1, 1))], &[]);
+    add.add_blob_file(blob);
+    add.next_file_number = Some(6);
+    install(&inst, &[add]).unwrap();
+    assert_eq!(inst.load().version.blob_file_count(), 1);
+    let snapshot = inst.load_full();
+    let mut remove = VersionEdit::default();
+    remove.delete_blob_file(5);
+    install(&inst, &[remove.clone()]).unwrap();
+    assert!(inst.load().version.blob_file(5).is_none());
+    assert!(
+        rx.try_recv().is_err(),
+        "the snapshot still reaches blob file 5"
+    );
+    drop(snapshot);
+    assert_eq!(rx.try_recv().unwrap(), ObsoleteFile::Blob(5));
+    // Deleting it again is refused, and queues nothing.
+    assert!(install(&inst, &[remove]).is_err());
+    assert!(rx.try_recv().is_err());
 }

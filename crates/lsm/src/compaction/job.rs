@@ -4,7 +4,8 @@
 //! The inputs of both levels are merged (one SST iterator per file, and the
 //! range tombstones of every file) and written through
 //! [`write_sorted_run_with_stats`] to the output level. The edit deletes
-//! every input and adds every output; a trivial move deletes and re-adds
+//! every input and adds every output (blob files included, when the run
+//! separates values); a trivial move deletes and re-adds
 //! the one input file at the output level, reading and writing nothing.
 //! Nothing here touches the current version: the engine installs the edit
 //! (or, on error, deletes nothing: the run removed its own outputs).
@@ -91,7 +92,14 @@ pub fn run_compaction(
         ..ctx.clone()
     };
     let (outputs, run) = write_sorted_run_with_stats(&mut input, tombstones, &ctx)?;
-    edit.next_file_number = outputs.iter().map(|d| d.number + 1).max();
+    edit.next_file_number = outputs
+        .iter()
+        .map(|d| d.number + 1)
+        .chain(run.blob_files.iter().map(|b| b.number + 1))
+        .max();
+    for b in &run.blob_files {
+        edit.add_blob_file(*b);
+    }
     let stats = CompactionStats {
         bytes_read: c.input_bytes(),
         bytes_written: run.bytes_written,

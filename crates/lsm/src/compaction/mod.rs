@@ -8,6 +8,8 @@
 //! - `output`: writing a sorted run (snapshot-stripe garbage collection,
 //!   range tombstones, the compaction filter, output cutting, cleanup on
 //!   error), shared by `flush` and `job`;
+//! - `separate`: key-value separation inside a run (values to blob files,
+//!   references to the SST);
 //! - `flush`: memtables to L0 files; `job`: a compaction to a version edit;
 //! - `rate_limiter`: the token bucket that paces flush and compaction.
 //!
@@ -21,12 +23,13 @@ mod options;
 mod output;
 mod picker;
 mod rate_limiter;
+mod separate;
 
 pub use flush::flush_memtables;
 pub use job::{run_compaction, CompactionStats};
 pub use options::CompactionOptions;
 pub use output::{
-    sst_file_name, write_sorted_run, write_sorted_run_with_stats, CollectorFactory,
+    blob_file_name, sst_file_name, write_sorted_run, write_sorted_run_with_stats, CollectorFactory,
     CompactionFilter, FilterDecision, OutputContext, RunStats,
 };
 pub use picker::{
@@ -34,3 +37,4 @@ pub use picker::{
     CompactionReason,
 };
 pub use rate_limiter::{Clock, RateLimiter, SystemClock};
+pub use separate::BlobOutput;

@@ -50,11 +50,12 @@ use std::path::{Path, PathBuf};
 use strata_fs::FileSystem;
 
 use super::rate_limiter::RateLimiter;
+use super::separate::{BlobOutput, BlobSink};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, RangeTombstone, RangeTombstoneSet};
 use crate::key::{self, InternalKey, SeqNo, ValueKind, MAX_SEQNO};
 use crate::sst::{SstWriter, SstWriterOptions};
-use crate::version::{FileDesc, FileNumber};
+use crate::version::{BlobFileDesc, FileDesc, FileNumber};
 
 /// Bytes of output written between two rate-limiter requests.
 const RATE_CHUNK_BYTES: u64 = 64 << 10;
@@ -108,6 +109,10 @@ pub struct OutputContext<'a> {
     /// Makes the properties collectors of each output file (user
     /// properties: TiKV's MVCC and range statistics live there).
     pub collectors: Option<&'a CollectorFactory>,
+    /// Key-value separation: which values go to blob files, and how (None:
+    /// every value stays inline; references already in the input stay
+    /// references either way).
+    pub blob: Option<BlobOutput>,
 }
 
 /// Makes a fresh set of properties collectors for one file.
@@ -139,13 +144,22 @@ pub struct RunStats {
     pub range_tombstones_in: u64,
     /// Range tombstones dropped at bottommost.
     pub range_tombstones_dropped: u64,
-    /// Bytes of the output files.
+    /// Bytes of the output files (blob files included).
     pub bytes_written: u64,
+    /// Bytes of the blob files among them.
+    pub blob_bytes_written: u64,
+    /// The blob files written, with the SSTs whose references point there.
+    pub blob_files: Vec<BlobFileDesc>,
 }
 
 /// Returns the name of SST file `number` in its directory.
 pub fn sst_file_name(number: FileNumber) -> String {
     format!("{number:016x}.sst")
+}
+
+/// Returns the name of blob file `number` in its directory.
+pub fn blob_file_name(number: FileNumber) -> String {
+    format!("{number:016x}.blob")
 }
 
 /// Writes the entries of `input` (positioned anywhere; it is rewound) and
@@ -265,13 +279,16 @@ fn run(
             input.next()?;
             continue;
         }
-        let ikey = InternalKey::new(uk, seqno, kind);
-        out.add(ikey.encoded(), value)?;
+        out.put(uk, seqno, kind, value)?;
         stats.entries_out += 1;
         input.next()?;
     }
     out.finish()?;
-    stats.bytes_written = out.done.iter().map(|d| d.size).sum();
+    if let Some(blob) = &mut out.blob {
+        stats.blob_bytes_written = blob.bytes_written;
+        stats.blob_files = std::mem::take(&mut blob.done);
+    }
+    stats.bytes_written = out.done.iter().map(|d| d.size).sum::<u64>() + stats.blob_bytes_written;
     Ok(stats)
 }
 
@@ -326,6 +343,8 @@ struct Outputs<'c, 'a> {
     lower: Option<Vec<u8>>,
     /// The range tombstones to write, by start.
     tombstones: Vec<RangeTombstone>,
+    /// Where separated values go, when the run separates.
+    blob: Option<BlobSink>,
 }
 
 impl<'c, 'a> Outputs<'c, 'a> {
@@ -337,7 +356,36 @@ impl<'c, 'a> Outputs<'c, 'a> {
             current: None,
             lower: None,
             tombstones: Vec::new(),
+            blob: ctx.blob.map(BlobSink::new),
         }
+    }
+
+    /// Writes one entry of the run: a value large enough leaves for a blob
+    /// file, and every entry waits behind separated ones for their block.
+    fn put(&mut self, user_key: &[u8], seqno: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
+        let Some(blob) = self.blob.as_mut() else {
+            return self.add(InternalKey::new(user_key, seqno, kind).encoded(), value);
+        };
+        let release = if blob.separates(kind, value.len()) {
+            blob.add_blob(self.ctx, &mut self.created, user_key, seqno, value)?
+        } else if blob.is_waiting() {
+            blob.add_inline(InternalKey::new(user_key, seqno, kind).encoded(), value)
+        } else {
+            return self.add(InternalKey::new(user_key, seqno, kind).encoded(), value);
+        };
+        if release {
+            self.release()?;
+        }
+        Ok(())
+    }
+
+    /// Seals the open blob block and writes the entries that waited for it.
+    fn release(&mut self) -> Result<()> {
+        let Some(blob) = self.blob.as_mut() else {
+            return Ok(());
+        };
+        let released = blob.seal(self.ctx)?;
+        released.for_each(|ikey, value| self.add(ikey, value))
     }
 
     fn open(&mut self) -> Result<Current> {
@@ -453,6 +501,10 @@ impl<'c, 'a> Outputs<'c, 'a> {
     /// Closes the last file (opening one for tombstones alone if they reach
     /// past the last point key) and syncs the directory.
     fn finish(&mut self) -> Result<()> {
+        self.release()?;
+        if let Some(blob) = &mut self.blob {
+            blob.close()?;
+        }
         if self.current.is_none() {
             let lo = self.lower.as_deref();
             if self
@@ -479,6 +531,9 @@ impl<'c, 'a> Outputs<'c, 'a> {
     /// files no version names at its next start).
     fn abandon(&mut self) {
         self.current = None;
+        if let Some(blob) = &mut self.blob {
+            blob.abandon();
+        }
         for path in &self.created {
             let _ = self.ctx.fs.remove(path);
         }

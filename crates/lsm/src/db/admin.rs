@@ -83,6 +83,7 @@ impl Db {
             ],
         )?;
         m.families.insert(id, (name.to_string(), version.clone()));
+        let min_blob_size = super::cf::min_blob_size_cell(&options);
         let state = Arc::new(CfState {
             id,
             name: name.to_string(),
@@ -101,6 +102,7 @@ impl Db {
             ),
             dropped: Default::default(),
             compaction_debt: Default::default(),
+            min_blob_size,
         });
         inner.cfs.store(Arc::new(cfs.with(state.clone())));
         Ok(ColumnFamily { state })
@@ -125,8 +127,12 @@ impl Db {
         let cfs = inner.cfs.load();
         inner.cfs.store(Arc::new(cfs.without(state.id)));
         drop(m);
-        for (_, file) in state.installer.load().version.iter() {
+        let rs = state.installer.load();
+        for (_, file) in rs.version.iter() {
             file.mark_obsolete();
+        }
+        for blob in rs.version.blob_files() {
+            blob.mark_obsolete();
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use super::cf::CfState;
 use super::DbInner;
 use crate::column_family::ColumnFamilyId;
 use crate::compaction::{self, Compaction};
-use crate::version::{FileDesc, FileNumber};
+use crate::version::{FileDesc, FileNumber, ObsoleteFile};
 
 /// Told of finished background work; called on the background thread that
 /// did it, so keep it short.
@@ -305,14 +305,20 @@ impl DbInner {
         }
     }
 
-    /// Deletes the SST files whose last holder is gone.
+    /// Deletes the SST and blob files whose last holder is gone.
     pub(super) fn delete_obsolete_files(&self) {
-        while let Ok(n) = self.obsolete.try_recv() {
-            if let Some(cache) = &self.cache {
-                cache.evict_file(n);
-            }
+        while let Ok(file) = self.obsolete.try_recv() {
+            let name = match file {
+                ObsoleteFile::Table(n) => {
+                    if let Some(cache) = &self.cache {
+                        cache.evict_file(n);
+                    }
+                    compaction::sst_file_name(n)
+                }
+                ObsoleteFile::Blob(n) => compaction::blob_file_name(n),
+            };
             // A file that stays is a leftover the next open removes.
-            let _ = self.fs.remove(&self.dir.join(compaction::sst_file_name(n)));
+            let _ = self.fs.remove(&self.dir.join(name));
         }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::options::ColumnFamilyOptions;
 use crate::column_family::ColumnFamilyId;
+use crate::compaction::BlobOutput;
 use crate::error::{Error, Result};
 use crate::read_state::Installer;
 
@@ -41,6 +42,18 @@ pub(crate) struct CfState {
     /// The compaction debt of the last persisted version, which writers pace
     /// themselves by: computed once per install, not once per write.
     pub compaction_debt: AtomicU64,
+    /// Values of at least this many bytes go to blob files when flushed or
+    /// compacted; [`SEPARATION_OFF`] keeps them inline. Set at open from
+    /// the options, changed online by `Db::set_min_blob_size`.
+    pub min_blob_size: AtomicU64,
+}
+
+/// `CfState::min_blob_size` when separation is off.
+pub(crate) const SEPARATION_OFF: u64 = u64::MAX;
+
+/// The initial `CfState::min_blob_size` of a family with `options`.
+pub(crate) fn min_blob_size_cell(options: &ColumnFamilyOptions) -> AtomicU64 {
+    AtomicU64::new(options.blob.min_blob_size.unwrap_or(SEPARATION_OFF))
 }
 
 impl fmt::Debug for CfState {
@@ -56,6 +69,17 @@ impl fmt::Debug for CfState {
 impl CfState {
     pub fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)
+    }
+
+    /// How a flush or compaction starting now separates values.
+    pub fn blob_output(&self) -> Option<BlobOutput> {
+        let min = self.min_blob_size.load(Ordering::Acquire);
+        (min != SEPARATION_OFF).then(|| BlobOutput {
+            min_value_bytes: min,
+            writer_options: self.options.blob.writer_options(),
+            target_file_bytes: self.options.blob.target_file_bytes,
+            column_family: self.id,
+        })
     }
 }
 

@@ -51,6 +51,7 @@ impl DbInner {
             output_level: compaction.map_or(0, |c| c.output_level),
             rate_limiter: Some(&self.rate_limiter),
             collectors: self.hooks.properties_collectors.get(&cf.name).map(|f| &**f),
+            blob: cf.blob_output(),
         }
     }
 
@@ -88,7 +89,7 @@ impl DbInner {
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
         let ctx = self.output_context(cf, &next, &snapshots, None);
-        let files = compaction::flush_memtables(&mems, &ctx)?;
+        let (files, blob_files) = compaction::flush_memtables(&mems, &ctx)?;
         let mut edit = VersionEdit {
             column_family: cf.id,
             log_number: Some(log_number),
@@ -96,6 +97,9 @@ impl DbInner {
         };
         for f in &files {
             edit.add_file(0, f.clone());
+        }
+        for b in &blob_files {
+            edit.add_blob_file(*b);
         }
         self.stamp(&mut edit);
         let installed = cf.installer.install(
@@ -114,11 +118,13 @@ impl DbInner {
             // then stay, and the next open deletes them if no edit names
             // them. Only a refused edit certainly persisted nothing.
             if matches!(e, InstallError::Edit(_)) {
-                self.remove_outputs(&files, &[]);
+                self.remove_outputs(&edit, &[]);
             }
             return Err(install_error(e));
         }
-        self.counters.add_flush(files.iter().map(|f| f.size).sum());
+        let blob_bytes: u64 = blob_files.iter().map(|b| b.size).sum();
+        self.counters
+            .add_flush(files.iter().map(|f| f.size).sum::<u64>() + blob_bytes);
         let info = FlushInfo {
             column_family: cf.name.clone(),
             files,
@@ -174,7 +180,7 @@ impl DbInner {
         match installed {
             Ok(_) => {}
             Err(InstallError::Edit(e)) => {
-                self.remove_outputs(&outputs, &kept);
+                self.remove_outputs(&edit, &kept);
                 return Err(Error::InvalidArgument(format!(
                     "compaction edit no longer applies: {e}"
                 )));
@@ -201,13 +207,20 @@ impl DbInner {
         Ok(())
     }
 
-    /// Removes files written for an install that did not happen; `keep`
-    /// are numbers that were inputs too (a trivial move's file).
-    fn remove_outputs(&self, files: &[FileDesc], keep: &[u64]) {
-        for f in files.iter().filter(|f| !keep.contains(&f.number)) {
-            let _ = self
-                .fs
-                .remove(&self.dir.join(compaction::sst_file_name(f.number)));
+    /// Removes the files `edit` adds, for an install that did not happen;
+    /// `keep` are numbers that were inputs too (a trivial move's file).
+    fn remove_outputs(&self, edit: &VersionEdit, keep: &[u64]) {
+        let tables = edit
+            .added
+            .iter()
+            .filter(|(_, f)| !keep.contains(&f.number))
+            .map(|(_, f)| compaction::sst_file_name(f.number));
+        let blobs = edit
+            .added_blob_files
+            .iter()
+            .map(|b| compaction::blob_file_name(b.number));
+        for name in tables.chain(blobs) {
+            let _ = self.fs.remove(&self.dir.join(name));
         }
     }
 

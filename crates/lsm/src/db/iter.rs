@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::blob::BlobValues;
 use super::cf::ColumnFamily;
 use super::options::ReadOptions;
 use super::Db;
@@ -79,7 +80,11 @@ impl InternalIterator for OwnedMemtableIter {
 pub struct DbIterator {
     // Declared first: dropped before the state that owns what it reads.
     inner: SnapshotIterator<MergingIterator<Source>>,
-    _state: Arc<ReadState>,
+    /// Follows the references of separated values.
+    blobs: BlobValues,
+    /// The current separated value, fetched when the cursor reached it.
+    blob_value: Vec<u8>,
+    state: Arc<ReadState>,
     _snapshot: Option<super::Snapshot>,
 }
 
@@ -107,34 +112,44 @@ impl DbIterator {
         self.inner.key()
     }
 
-    /// The current value; empty when not valid.
+    /// The current value (a separated one read from its blob file); empty
+    /// when not valid.
     pub fn value(&self) -> &[u8] {
-        self.inner.value()
+        if self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
+            &self.blob_value
+        } else {
+            self.inner.value()
+        }
     }
 
-    /// Whether the value is inline (`Put`) or a blob reference (`BlobIndex`).
+    /// Whether the value is stored inline (`Put`) or separated into a blob
+    /// file (`BlobIndex`); [`Self::value`] is the value either way.
     pub fn kind(&self) -> ValueKind {
         self.inner.kind()
     }
 
     /// Positions at the first key (within the bounds).
     pub fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek_to_first()
+        self.inner.seek_to_first()?;
+        self.load_value()
     }
 
     /// Positions at the last key (within the bounds).
     pub fn seek_to_last(&mut self) -> Result<()> {
-        self.inner.seek_to_last()
+        self.inner.seek_to_last()?;
+        self.load_value()
     }
 
     /// Positions at the first key at or after `key`.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
-        self.inner.seek(key)
+        self.inner.seek(key)?;
+        self.load_value()
     }
 
     /// Positions at the last key at or before `key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
-        self.inner.seek_for_prev(key)
+        self.inner.seek_for_prev(key)?;
+        self.load_value()
     }
 
     /// Moves to the next key; does nothing when not valid.
@@ -143,12 +158,28 @@ impl DbIterator {
         reason = "a cursor that moves both ways and can fail"
     )]
     pub fn next(&mut self) -> Result<()> {
-        self.inner.next()
+        self.inner.next()?;
+        self.load_value()
     }
 
     /// Moves to the previous key; does nothing when not valid.
     pub fn prev(&mut self) -> Result<()> {
-        self.inner.prev()
+        self.inner.prev()?;
+        self.load_value()
+    }
+
+    /// Reads the current value from its blob file when it is separated.
+    fn load_value(&mut self) -> Result<()> {
+        self.blob_value.clear();
+        if self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
+            self.blobs.fetch(
+                &self.state.version,
+                self.inner.key(),
+                self.inner.value(),
+                &mut self.blob_value,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -212,7 +243,9 @@ impl Db {
         };
         Ok(DbIterator {
             inner: SnapshotIterator::new(MergingIterator::new(sources), seqno, set, iter_options),
-            _state: rs,
+            blobs: BlobValues::new(inner.fs.clone(), &inner.dir),
+            blob_value: Vec::new(),
+            state: rs,
             _snapshot: options.snapshot.clone(),
         })
     }

@@ -43,6 +43,9 @@ pub(crate) fn snapshot_records(
         for (level, file) in version.iter() {
             edit.add_file(level, file.desc().clone());
         }
+        for blob in version.blob_files() {
+            edit.add_blob_file(*blob.desc());
+        }
         records.push(ManifestRecord::Edit(edit));
     }
     records

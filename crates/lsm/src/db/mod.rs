@@ -21,6 +21,7 @@
 
 mod admin;
 mod background;
+mod blob;
 pub(crate) mod cf;
 mod flush;
 mod ingest;
@@ -52,7 +53,7 @@ use crate::column_family::ColumnFamilyId;
 use crate::compaction::{CompactionFilter, RateLimiter};
 use crate::error::{Error, Result};
 use crate::seq::SeqAllocator;
-use crate::version::{FileNumber, ObsoleteFiles};
+use crate::version::{FileNumber, ObsoleteFile, ObsoleteFiles};
 use crate::wal::WalWriter;
 
 pub use background::{CompactionInfo, EventListener, FlushInfo};
@@ -60,7 +61,7 @@ pub use cf::{check_name, ColumnFamily, COLUMN_FAMILY_NAME_MAX, DEFAULT_COLUMN_FA
 pub use ingest::{IngestOptions, IngestReport};
 pub use iter::DbIterator;
 pub use latch::latch_waits_on_this_thread;
-pub use options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions};
+pub use options::{BlobOptions, ColumnFamilyOptions, Options, ReadOptions, WriteOptions};
 pub use recovery::RecoveryReport;
 pub use snapshot::Snapshot;
 pub use stats::Statistics;
@@ -137,7 +138,7 @@ pub(crate) struct DbInner {
     next_memtable: AtomicU64,
     cache: Option<Arc<BlockCache>>,
     obsolete_queue: ObsoleteFiles,
-    obsolete: Receiver<FileNumber>,
+    obsolete: Receiver<ObsoleteFile>,
     rate_limiter: Arc<RateLimiter>,
     snapshots: Arc<SnapshotList>,
     /// The key ranges of ingestions in progress, which their writers wait

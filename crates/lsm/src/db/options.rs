@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::blob::BlobWriterOptions;
 use crate::compaction::CompactionOptions;
 use crate::error::{Error, Result};
-use crate::sst::SstWriterOptions;
+use crate::sst::{Compression, SstWriterOptions};
 use strata_log::RecoveryMode;
 
 /// Options of the whole engine.
@@ -66,6 +67,8 @@ pub struct ColumnFamilyOptions {
     pub table: SstWriterOptions,
     /// Leveled compaction.
     pub compaction: CompactionOptions,
+    /// Key-value separation.
+    pub blob: BlobOptions,
 }
 
 impl Default for ColumnFamilyOptions {
@@ -75,8 +78,72 @@ impl Default for ColumnFamilyOptions {
             max_write_buffers: 4,
             table: SstWriterOptions::default(),
             compaction: CompactionOptions::default(),
+            blob: BlobOptions::default(),
         }
     }
+}
+
+/// Key-value separation of one column family: values of at least
+/// `min_blob_size` bytes leave the LSM tree for blob files when a flush or
+/// compaction writes them (never on the write path), and the SSTs keep a
+/// small reference. `docs/lsm.md` ("Key-value separation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlobOptions {
+    /// Values of at least this many bytes are separated; `None` (the
+    /// default) keeps every value inline. Changeable on an open database
+    /// (`Db::set_min_blob_size`). 1 byte to 4 GiB.
+    pub min_blob_size: Option<u64>,
+    /// Decompressed bytes at which a blob block is sealed. Default 16 KiB;
+    /// 1 byte to 16 MiB.
+    pub block_size_bytes: usize,
+    /// How blob blocks are compressed. Default LZ4.
+    pub compression: Compression,
+    /// A blob file is closed once it reaches this size. Default 256 MiB;
+    /// 64 KiB to 64 GiB.
+    pub target_file_bytes: u64,
+}
+
+impl Default for BlobOptions {
+    fn default() -> Self {
+        let writer = BlobWriterOptions::default();
+        BlobOptions {
+            min_blob_size: None,
+            block_size_bytes: writer.block_size_bytes,
+            compression: writer.compression,
+            target_file_bytes: 256 << 20,
+        }
+    }
+}
+
+impl BlobOptions {
+    /// Checks every field against its bounds.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(min) = self.min_blob_size {
+            check_min_blob_size(min)?;
+        }
+        self.writer_options().validate()?;
+        check(
+            "target_file_bytes",
+            self.target_file_bytes,
+            64 << 10,
+            64 << 30,
+        )
+    }
+
+    /// The blob files' writer options.
+    pub fn writer_options(&self) -> BlobWriterOptions {
+        BlobWriterOptions {
+            block_size_bytes: self.block_size_bytes,
+            compression: self.compression,
+            ..BlobWriterOptions::default()
+        }
+    }
+}
+
+/// Checks a `min_blob_size`: 1 byte to 4 GiB.
+pub(crate) fn check_min_blob_size(min: u64) -> Result<()> {
+    check("min_blob_size", min, 1, 4 << 30)
 }
 
 fn check(what: &str, v: u64, min: u64, max: u64) -> Result<()> {
@@ -144,7 +211,10 @@ impl ColumnFamilyOptions {
             .map_err(|e| Error::InvalidArgument(format!("{name}.table: {e}")))?;
         self.compaction
             .validate()
-            .map_err(|e| Error::InvalidArgument(format!("{name}.compaction: {e}")))
+            .map_err(|e| Error::InvalidArgument(format!("{name}.compaction: {e}")))?;
+        self.blob
+            .validate()
+            .map_err(|e| Error::InvalidArgument(format!("{name}.blob: {e}")))
     }
 }
 

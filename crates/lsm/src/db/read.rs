@@ -1,8 +1,10 @@
 //! Point reads. A reader takes the visible seqno (or its snapshot's), then
 //! loads the family's read state: every write at or below that seqno was
 //! in the memtables or files of any state published after it, so the pair
-//! is consistent. No lock is taken.
+//! is consistent. No lock is taken. A separated value is read from the
+//! blob file of the same read state's version (`blob.rs`).
 
+use super::blob::BlobValues;
 use super::cf::ColumnFamily;
 use super::options::ReadOptions;
 use super::{Db, DbInner};
@@ -95,13 +97,23 @@ impl DbInner {
     /// alone ends the search (older sources hold only older versions).
     fn get_at(&self, rs: &ReadState, key: &[u8], seqno: SeqNo) -> Result<Option<Vec<u8>>> {
         let found = |kind: ValueKind, value: Vec<u8>| match kind {
-            ValueKind::Put | ValueKind::BlobIndex => Some(value),
-            ValueKind::Delete | ValueKind::RangeDelete => None,
+            ValueKind::Put => Ok(Some(value)),
+            ValueKind::BlobIndex => {
+                let mut out = Vec::new();
+                BlobValues::new(self.fs.clone(), &self.dir).fetch(
+                    &rs.version,
+                    key,
+                    &value,
+                    &mut out,
+                )?;
+                Ok(Some(out))
+            }
+            ValueKind::Delete | ValueKind::RangeDelete => Ok(None),
         };
         for mem in std::iter::once(&rs.active).chain(rs.immutables.iter()) {
             if let Some((kind, value)) = mem.get(key, seqno) {
                 self.counters.add_memtable_hit();
-                return Ok(found(kind, value));
+                return found(kind, value);
             }
         }
         for (_, file) in rs.version.files_for_key(key) {
@@ -114,7 +126,7 @@ impl DbInner {
                 .max();
             match table.get_entry(key, seqno)? {
                 Some((kind, s, value)) if tombstone.is_none_or(|t| t < s) => {
-                    return Ok(found(kind, value));
+                    return found(kind, value);
                 }
                 _ if tombstone.is_some() => return Ok(None),
                 _ => {}

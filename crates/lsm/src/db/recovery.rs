@@ -31,7 +31,7 @@ use super::{DbInner, Hooks};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
-use crate::compaction::{self, OutputContext, RateLimiter};
+use crate::compaction::{self, BlobOutput, OutputContext, RateLimiter};
 use crate::error::{Error, Result};
 use crate::manifest::{self, ManifestWriter, CURRENT_FILE_NAME};
 use crate::memtable::{Memtable, MemtableList};
@@ -67,13 +67,23 @@ struct Family {
 
 fn is_engine_file(name: &str) -> bool {
     name.ends_with(".sst")
+        || name.ends_with(".blob")
         || wal::parse_wal_file_name(name).is_some()
         || manifest::parse_manifest_file_name(name).is_some()
 }
 
 /// Parses the number of an SST file name.
 fn parse_sst_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_suffix(".sst")?;
+    parse_numbered(name, ".sst")
+}
+
+/// Parses the number of a blob file name.
+fn parse_blob_file_name(name: &str) -> Option<u64> {
+    parse_numbered(name, ".blob")
+}
+
+fn parse_numbered(name: &str, suffix: &str) -> Option<u64> {
+    let hex = name.strip_suffix(suffix)?;
     if hex.len() != 16 {
         return None;
     }
@@ -169,10 +179,21 @@ pub(super) fn open(
             }
             last_seqno = last_seqno.max(file.desc().largest_seqno);
         }
+        for blob in f.version.blob_files() {
+            let name = compaction::blob_file_name(blob.number());
+            if !present.contains(name.as_str()) {
+                return Err(Error::corruption(
+                    dir.join(name),
+                    0,
+                    "the manifest names this blob file, but it is missing",
+                ));
+            }
+        }
         next_file = next_file.max(f.version.next_file_number());
     }
     for name in &names {
         let n = parse_sst_file_name(name)
+            .or_else(|| parse_blob_file_name(name))
             .or_else(|| wal::parse_wal_file_name(name))
             .or_else(|| manifest::parse_manifest_file_name(name));
         if let Some(n) = n {
@@ -250,8 +271,14 @@ pub(super) fn open(
             output_level: 0,
             rate_limiter: None,
             collectors: None,
+            blob: cf_options.blob.min_blob_size.map(|min| BlobOutput {
+                min_value_bytes: min,
+                writer_options: cf_options.blob.writer_options(),
+                target_file_bytes: cf_options.blob.target_file_bytes,
+                column_family: *id,
+            }),
         };
-        let files = compaction::flush_memtables(std::slice::from_ref(mem), &ctx)?;
+        let (files, blob_files) = compaction::flush_memtables(std::slice::from_ref(mem), &ctx)?;
         report.flushed_files += files.len();
         let mut edit = VersionEdit {
             column_family: *id,
@@ -259,6 +286,9 @@ pub(super) fn open(
         };
         for file in files {
             edit.add_file(0, file);
+        }
+        for blob in blob_files {
+            edit.add_blob_file(blob);
         }
         edit.next_file_number = Some(next.load(Ordering::Relaxed));
         let mut b = VersionBuilder::new(&f.version);
@@ -294,15 +324,22 @@ pub(super) fn open(
     let live: HashSet<String> = families
         .values()
         .flat_map(|f| {
-            f.version
+            let tables = f
+                .version
                 .iter()
-                .map(|(_, file)| compaction::sst_file_name(file.number()))
+                .map(|(_, file)| compaction::sst_file_name(file.number()));
+            let blobs = f
+                .version
+                .blob_files()
+                .map(|b| compaction::blob_file_name(b.number()));
+            tables.chain(blobs).collect::<Vec<_>>()
         })
         .collect();
     let names = fs.list(dir).map_err(Error::io("list", dir))?;
     for name in names {
         let stale = match () {
             _ if parse_sst_file_name(&name).is_some() => !live.contains(&name),
+            _ if parse_blob_file_name(&name).is_some() => !live.contains(&name),
             _ if wal::parse_wal_file_name(&name).is_some() => {
                 wal::parse_wal_file_name(&name) != Some(wal_number)
             }
@@ -326,6 +363,7 @@ pub(super) fn open(
     for (id, f) in &families {
         let cf_options = options.column_family(&f.name).clone();
         let debt = crate::compaction::pending_compaction_bytes(&f.version, &cf_options.compaction);
+        let min_blob_size = super::cf::min_blob_size_cell(&cf_options);
         let state = Arc::new(CfState {
             id: *id,
             name: f.name.clone(),
@@ -344,6 +382,7 @@ pub(super) fn open(
             ),
             dropped: AtomicBool::new(false),
             compaction_debt: AtomicU64::new(debt),
+            min_blob_size,
         });
         set = set.with(state);
     }

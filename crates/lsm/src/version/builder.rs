@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{EditError, FileMeta, FileNumber, Placed, Version, VersionEdit};
+use super::{BlobFileMeta, EditError, FileMeta, FileNumber, Placed, Version, VersionEdit};
 
 /// Applies edits to a base version; see the module doc.
 #[derive(Debug)]
@@ -41,6 +41,8 @@ pub struct VersionBuilder {
     /// Files deleted by the applied edits and not re-added (moved): the
     /// installer marks them obsolete once the new version is published.
     removed: HashMap<FileNumber, Arc<FileMeta>>,
+    /// Blob files deleted by the applied edits.
+    removed_blobs: Vec<Arc<BlobFileMeta>>,
     touched: Vec<bool>,
 }
 
@@ -52,6 +54,8 @@ pub struct BuiltVersion {
     /// The files the edits removed (moves excluded), to be marked obsolete
     /// when, and only when, `version` is installed.
     pub removed: Vec<Arc<FileMeta>>,
+    /// The blob files the edits removed, likewise.
+    pub removed_blobs: Vec<Arc<BlobFileMeta>>,
 }
 
 impl VersionBuilder {
@@ -61,6 +65,7 @@ impl VersionBuilder {
             base: base.clone(),
             next: (**base).clone(),
             removed: HashMap::new(),
+            removed_blobs: Vec::new(),
             touched: vec![false; base.num_levels()],
         }
     }
@@ -77,7 +82,9 @@ impl VersionBuilder {
         let mut removed = Vec::new();
         let mut touched = Vec::new();
         apply_to(&mut next, edit, &self.removed, &mut removed, &mut touched)?;
+        let removed_blobs = apply_blobs(&mut next, edit)?;
         self.next = next;
+        self.removed_blobs.extend(removed_blobs);
         for file in removed {
             self.removed.insert(file.number(), file);
         }
@@ -108,6 +115,7 @@ impl VersionBuilder {
         BuiltVersion {
             version: Arc::new(self.next),
             removed: self.removed.into_values().collect(),
+            removed_blobs: self.removed_blobs,
         }
     }
 }
@@ -208,4 +216,34 @@ fn apply_to(
         touched.push((level, Some(desc.number)));
     }
     Ok(())
+}
+
+/// Applies the blob-file part of `edit` to `v` (after its SST part, so the
+/// next file number is the edit's); returns the blob files it removed.
+fn apply_blobs(v: &mut Version, edit: &VersionEdit) -> Result<Vec<Arc<BlobFileMeta>>, EditError> {
+    let mut removed = Vec::new();
+    for &number in &edit.deleted_blob_files {
+        match v.blob_files.remove(&number) {
+            Some(b) => removed.push(b),
+            None => return Err(EditError::BlobMissing { number }),
+        }
+    }
+    for desc in &edit.added_blob_files {
+        desc.validate().map_err(EditError::InvalidFile)?;
+        if v.blob_files.contains_key(&desc.number) || v.files.contains_key(&desc.number) {
+            return Err(EditError::InvalidFile(format!(
+                "blob file {} reuses a number the version holds",
+                desc.number
+            )));
+        }
+        if desc.number >= v.next_file_number {
+            return Err(EditError::NumberNotAllocated {
+                number: desc.number,
+                next: v.next_file_number,
+            });
+        }
+        let meta = Arc::new(BlobFileMeta::new(*desc, v.queue.clone()));
+        v.blob_files.insert(desc.number, meta);
+    }
+    Ok(removed)
 }

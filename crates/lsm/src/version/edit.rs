@@ -15,10 +15,14 @@
 //! 6 ADDED_FILE        varint level | varint number | varint size
 //!                     | varint len | smallest | varint len | largest
 //!                     | varint smallest_seqno | varint largest_seqno
+//! 7 ADDED_BLOB_FILE   varint number | varint size | varint record_count
+//!                     | varint value_bytes
+//! 8 DELETED_BLOB_FILE varint number
 //! ```
 //! The encoder writes the fields in this order (scalars, then deletions,
-//! then additions); the decoder accepts any order, since meaning does not
-//! depend on it: a builder applies deletions before additions.
+//! then additions, then blob deletions and additions); the decoder accepts
+//! any order, since meaning does not depend on it: a builder applies
+//! deletions before additions.
 //!
 //! Invariants:
 //! - The decoder never panics and never allocates more than its input
@@ -30,7 +34,7 @@
 use strata_codec::{put_varint, DecodeError, Reader};
 
 use super::format::*;
-use super::{FileDesc, FileNumber};
+use super::{BlobFileDesc, FileDesc, FileNumber};
 use crate::column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
 use crate::key::{InternalKey, SeqNo, MAX_SEQNO};
 
@@ -49,6 +53,10 @@ pub struct VersionEdit {
     pub deleted: Vec<(u8, FileNumber)>,
     /// Files added: `(level, description)`.
     pub added: Vec<(u8, FileDesc)>,
+    /// Blob files removed.
+    pub deleted_blob_files: Vec<FileNumber>,
+    /// Blob files added.
+    pub added_blob_files: Vec<BlobFileDesc>,
 }
 
 impl VersionEdit {
@@ -66,6 +74,18 @@ impl VersionEdit {
     /// Records that `level` loses file `number`.
     pub fn delete_file(&mut self, level: u8, number: FileNumber) -> &mut Self {
         self.deleted.push((level, number));
+        self
+    }
+
+    /// Records that the version gains blob file `desc`.
+    pub fn add_blob_file(&mut self, desc: BlobFileDesc) -> &mut Self {
+        self.added_blob_files.push(desc);
+        self
+    }
+
+    /// Records that the version loses blob file `number`.
+    pub fn delete_blob_file(&mut self, number: FileNumber) -> &mut Self {
+        self.deleted_blob_files.push(number);
         self
     }
 
@@ -112,6 +132,16 @@ impl VersionEdit {
             put_varint(buf, d.smallest_seqno);
             put_varint(buf, d.largest_seqno);
         }
+        for &number in &self.deleted_blob_files {
+            buf.push(TAG_DELETED_BLOB_FILE);
+            put_varint(buf, number);
+        }
+        for b in &self.added_blob_files {
+            buf.push(TAG_ADDED_BLOB_FILE);
+            for v in [b.number, b.size, b.record_count, b.value_bytes] {
+                put_varint(buf, v);
+            }
+        }
     }
 
     /// Decodes a payload; see the module doc for what is refused.
@@ -157,6 +187,18 @@ impl VersionEdit {
                     desc.validate()
                         .map_err(|e| DecodeError::invalid("added file", at, e))?;
                     edit.added.push((level, desc));
+                }
+                TAG_DELETED_BLOB_FILE => edit.deleted_blob_files.push(r.varint()?),
+                TAG_ADDED_BLOB_FILE => {
+                    let desc = BlobFileDesc {
+                        number: r.varint()?,
+                        size: r.varint()?,
+                        record_count: r.varint()?,
+                        value_bytes: r.varint()?,
+                    };
+                    desc.validate()
+                        .map_err(|e| DecodeError::invalid("added blob file", at, e))?;
+                    edit.added_blob_files.push(desc);
                 }
                 other => {
                     return Err(DecodeError::invalid(

@@ -24,6 +24,12 @@ pub enum EditError {
         /// The file the edit deletes.
         number: FileNumber,
     },
+    /// The edit deletes a blob file the version does not hold.
+    #[error("blob file {number} is not in the version")]
+    BlobMissing {
+        /// The blob file the edit deletes.
+        number: FileNumber,
+    },
     /// The edit adds a number the version already holds.
     #[error("file {number} is already in level {level}")]
     DuplicateNumber {

@@ -97,19 +97,35 @@ impl FileDesc {
     }
 }
 
+/// A file no version, snapshot or iterator can reach any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObsoleteFile {
+    /// An SST file.
+    Table(FileNumber),
+    /// A blob file.
+    Blob(FileNumber),
+}
+
 /// The sending side of the obsolete-file queue; cheap to clone. The engine
-/// keeps the [`Receiver`] and deletes the files whose numbers arrive.
+/// keeps the [`Receiver`] and deletes the files that arrive.
 #[derive(Debug, Clone)]
 pub struct ObsoleteFiles {
-    sender: Sender<FileNumber>,
+    sender: Sender<ObsoleteFile>,
 }
 
 impl ObsoleteFiles {
     /// Returns a new queue: the sender for file metadata, and the receiver
     /// the engine's deleter drains.
-    pub fn channel() -> (ObsoleteFiles, Receiver<FileNumber>) {
+    pub fn channel() -> (ObsoleteFiles, Receiver<ObsoleteFile>) {
         let (sender, receiver) = crossbeam_channel::unbounded();
         (ObsoleteFiles { sender }, receiver)
+    }
+
+    /// Queues `file`. A closed queue means the engine is shutting down: the
+    /// file is then a leftover that recovery deletes (it is in no manifest
+    /// version), so losing the message loses no data.
+    pub(crate) fn send(&self, file: ObsoleteFile) {
+        let _ = self.sender.send(file);
     }
 }
 
@@ -195,10 +211,7 @@ impl Drop for FileMeta {
         // Close the file before anyone may delete it.
         drop(self.reader.take());
         if self.is_obsolete() {
-            // A closed queue means the engine is shutting down: the file is
-            // then a leftover that recovery deletes (it is in no manifest
-            // version), so losing the message loses no data.
-            let _ = self.queue.sender.send(self.desc.number);
+            self.queue.send(ObsoleteFile::Table(self.desc.number));
         }
     }
 }

@@ -19,7 +19,12 @@ pub const TAG_DELETED_FILE: u8 = 5;
 /// smallest | varint largest_len | largest | varint smallest_seqno | varint
 /// largest_seqno`: a file the edit adds.
 pub const TAG_ADDED_FILE: u8 = 6;
-// Next free tag: 7 (blob file references will take it).
+/// `varint number | varint size | varint record_count | varint
+/// value_bytes`: a blob file the edit adds.
+pub const TAG_ADDED_BLOB_FILE: u8 = 7;
+/// `varint number`: a blob file the edit removes.
+pub const TAG_DELETED_BLOB_FILE: u8 = 8;
+// Next free tag: 9.
 
 /// The longest internal key an added file may name: a user key of
 /// `crate::batch::KEY_BYTES_MAX` bytes and its 8-byte trailer.

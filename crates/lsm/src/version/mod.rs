@@ -2,7 +2,8 @@
 //! that change it, and the builder that applies edits outside any lock.
 //!
 //! A [`Version`] is a value: levels 0..N of [`FileMeta`]s, each level a
-//! persistent ordered set ([`Level`]), plus the manifest watermarks (log
+//! persistent ordered set ([`Level`]), the blob files their references
+//! point into ([`BlobFileMeta`]), plus the manifest watermarks (log
 //! number, next file number, last seqno). A flush, compaction or ingestion
 //! describes its change as a [`VersionEdit`]; a [`VersionBuilder`] applies
 //! edits to a clone of the current version, which shares every node the
@@ -22,6 +23,7 @@
 //! are deleted only after every version, snapshot and iterator holding them
 //! is dropped (see `file_meta.rs`).
 
+mod blob_file;
 mod builder;
 mod edit;
 mod error;
@@ -36,10 +38,11 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 
+pub use blob_file::{BlobFileDesc, BlobFileMeta};
 pub use builder::{BuiltVersion, VersionBuilder};
 pub use edit::VersionEdit;
 pub use error::EditError;
-pub use file_meta::{FileDesc, FileMeta, FileNumber, ObsoleteFiles};
+pub use file_meta::{FileDesc, FileMeta, FileNumber, ObsoleteFile, ObsoleteFiles};
 pub use level::Level;
 
 use crate::column_family::ColumnFamilyId;
@@ -67,6 +70,8 @@ pub struct Version {
     /// Every file by number: finds a deleted file's level and order key,
     /// and refuses a number added twice, in O(log n).
     files: OrdMap<FileNumber, Placed>,
+    /// Every blob file the SSTs above may reference, by number.
+    blob_files: OrdMap<FileNumber, Arc<BlobFileMeta>>,
     log_number: u64,
     next_file_number: FileNumber,
     last_seqno: SeqNo,
@@ -102,6 +107,7 @@ impl Version {
             cf,
             levels,
             files: OrdMap::new(),
+            blob_files: OrdMap::new(),
             log_number: 0,
             next_file_number: 1,
             last_seqno: 0,
@@ -159,6 +165,21 @@ impl Version {
         self.files.get(&number).map(|p| (p.level, &p.file))
     }
 
+    /// Returns blob file `number`, if the version has it.
+    pub fn blob_file(&self, number: FileNumber) -> Option<&Arc<BlobFileMeta>> {
+        self.blob_files.get(&number)
+    }
+
+    /// Iterates every blob file, by number.
+    pub fn blob_files(&self) -> impl Iterator<Item = &Arc<BlobFileMeta>> + '_ {
+        self.blob_files.values()
+    }
+
+    /// Returns the number of blob files.
+    pub fn blob_file_count(&self) -> usize {
+        self.blob_files.len()
+    }
+
     /// Iterates every file with its level: L0 newest first, then each level
     /// by smallest key.
     pub fn iter(&self) -> impl Iterator<Item = (u8, &Arc<FileMeta>)> + '_ {
@@ -213,6 +234,11 @@ impl Version {
                 "levels hold {count} files, the number index {}",
                 self.files.len()
             ));
+        }
+        for (&n, b) in &self.blob_files {
+            if n != b.number() || n >= self.next_file_number || self.files.contains_key(&n) {
+                return Err(format!("blob file {n} is misplaced or its number reused"));
+            }
         }
         Ok(())
     }

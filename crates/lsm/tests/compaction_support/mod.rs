@@ -126,6 +126,7 @@ pub fn context<'a>(
         output_level: 1,
         rate_limiter: None,
         collectors: None,
+        blob: None,
     }
 }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
+use strata_lsm::version::ObsoleteFile;
 use strata_lsm::{
     FileDesc, FileNumber, InstallError, Installer, InternalKey, Memtable, MemtableList,
     ObsoleteFiles, ReadState, SeqNo, ValueKind, Version, VersionEdit, NUM_LEVELS_DEFAULT,
@@ -40,14 +41,14 @@ pub fn edit(added: &[(u8, FileDesc)], deleted: &[(u8, FileNumber)]) -> VersionEd
 }
 
 /// An empty version of the default column family and its obsolete queue.
-pub fn empty_version() -> (Arc<Version>, Receiver<FileNumber>) {
+pub fn empty_version() -> (Arc<Version>, Receiver<ObsoleteFile>) {
     let (queue, rx) = ObsoleteFiles::channel();
     let v = Version::new(0, NUM_LEVELS_DEFAULT, queue).unwrap();
     (Arc::new(v), rx)
 }
 
 /// An installer over an empty version, memtable 1 active, visible 0.
-pub fn installer() -> (Installer, Receiver<FileNumber>) {
+pub fn installer() -> (Installer, Receiver<ObsoleteFile>) {
     let (version, rx) = empty_version();
     let state = ReadState {
         version,

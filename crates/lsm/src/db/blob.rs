@@ -1,0 +1,97 @@
+//! Separated values on the read path: a `BlobIndex` entry's reference is
+//! followed into the blob file of the same version (the reader's read
+//! state holds that version, so the file cannot be deleted under it), and
+//! the value is checked against the key that led there. And the online
+//! switch of the separation threshold.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use strata_fs::FileSystem;
+
+use super::cf::{ColumnFamily, SEPARATION_OFF};
+use super::options::check_min_blob_size;
+use super::Db;
+use crate::blob::{BlobBlock, BlobFileReader, BlobRef};
+use crate::compaction::blob_file_name;
+use crate::error::{Error, Result};
+use crate::version::Version;
+
+impl Db {
+    /// Changes the separation threshold of `cf` on the open database:
+    /// flushes and compactions that start from now on move values of at
+    /// least `min_blob_size` bytes to blob files (`None`: keep new outputs
+    /// inline). Values already written stay where they are until a
+    /// compaction rewrites them. Not persisted: the next open takes the
+    /// threshold from its options.
+    pub fn set_min_blob_size(&self, cf: &ColumnFamily, min_blob_size: Option<u64>) -> Result<()> {
+        self.inner().check_open()?;
+        let state = cf.live()?;
+        if let Some(min) = min_blob_size {
+            check_min_blob_size(min)?;
+        }
+        state
+            .min_blob_size
+            .store(min_blob_size.unwrap_or(SEPARATION_OFF), Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Follows blob references for one reader. Keeps the last block read, so a
+/// scan over values written together (one block holds many small ones)
+/// reads each block once.
+#[derive(Debug)]
+pub(crate) struct BlobValues {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    last: Option<(Arc<BlobFileReader>, BlobBlock)>,
+}
+
+impl BlobValues {
+    pub(crate) fn new(fs: Arc<dyn FileSystem>, dir: &Path) -> BlobValues {
+        BlobValues {
+            fs,
+            dir: dir.to_path_buf(),
+            last: None,
+        }
+    }
+
+    /// The value `reference` (a `BlobIndex` entry's value) points at, in a
+    /// blob file of `version`, written under `key`; appended to `out`.
+    pub(crate) fn fetch(
+        &mut self,
+        version: &Version,
+        key: &[u8],
+        reference: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let r = BlobRef::decode(reference).map_err(|e| {
+            Error::corruption(&self.dir, 0, format!("blob reference of key {key:?}: {e}"))
+        })?;
+        let cached = self.last.as_ref().is_some_and(|(reader, block)| {
+            reader.file_number() == r.file_number && block.offset == r.block_offset
+        });
+        if !cached {
+            let reader = self.reader(version, r.file_number)?;
+            let block = reader.read_block(r.block_offset, r.block_size)?;
+            self.last = Some((reader, block));
+        }
+        let (reader, block) = self.last.as_ref().expect("read above");
+        out.extend_from_slice(reader.value_in(block, &r, key)?);
+        Ok(())
+    }
+
+    fn reader(&self, version: &Version, number: u64) -> Result<Arc<BlobFileReader>> {
+        let meta = version.blob_file(number).ok_or_else(|| {
+            Error::corruption(
+                self.dir.join(blob_file_name(number)),
+                0,
+                "a reference points into a blob file the version does not hold",
+            )
+        })?;
+        meta.reader(|| {
+            BlobFileReader::open(&*self.fs, &self.dir.join(blob_file_name(number)), number)
+        })
+    }
+}

@@ -1,0 +1,240 @@
+//! Key-value separation through the engine's public API: large values leave
+//! for blob files at flush and compaction and read back the same through
+//! `get`, `multi_get` and iterators, across compactions, reopens and power
+//! cuts; damage in a blob file is an error, never another value; a blob
+//! file no version names is removed at open, and one a version names but
+//! the directory lacks refuses the open.
+
+mod db_support;
+
+use std::path::Path;
+
+use db_support::*;
+use strata_fs::{CrashMode, FileSystem, MemFs};
+use strata_lsm::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+const MIN_BLOB: u64 = 100;
+
+fn separated_options() -> Options {
+    let mut o = small_options();
+    o.default_column_family.blob.min_blob_size = Some(MIN_BLOB);
+    o.default_column_family.blob.block_size_bytes = 2048;
+    o
+}
+
+/// Value `i`: small (inline) for even `i`, large (separated) for odd.
+fn val(i: u32, round: u64) -> Vec<u8> {
+    let len = if i.is_multiple_of(2) {
+        40
+    } else {
+        300 + (i as usize * 7) % 400
+    };
+    value(u64::from(i) * 1000 + round, len)
+}
+
+fn write_all(db: &Db, n: u32, round: u64) {
+    let cf = db.default_column_family();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(16) {
+        let mut b = WriteBatch::new();
+        for &i in chunk {
+            b.put(cf.id(), &key(i), &val(i, round));
+        }
+        db.write(&WriteOptions::default(), &b).unwrap();
+    }
+}
+
+fn check_all(db: &Db, n: u32, round: u64, ctx: &str) {
+    let cf = db.default_column_family();
+    let read = ReadOptions::default();
+    for i in 0..n {
+        let got = db.get(&read, &cf, &key(i)).unwrap();
+        assert!(got == Some(val(i, round)), "{ctx}: key {i}");
+    }
+    let keys: Vec<Vec<u8>> = (0..n).map(key).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let got = db.multi_get(&read, &cf, &refs).unwrap();
+    for (i, v) in got.into_iter().enumerate() {
+        assert!(v == Some(val(i as u32, round)), "{ctx}: multi_get {i}");
+    }
+    let mut want: Vec<(Vec<u8>, Vec<u8>)> = (0..n).map(|i| (key(i), val(i, round))).collect();
+    want.sort();
+    let mut it = db.iter(&read, &cf).unwrap();
+    assert!(scan_forward(&mut it) == want, "{ctx}: forward scan");
+    assert!(scan_backward(&mut it) == want, "{ctx}: backward scan");
+}
+
+fn files_ending(fs: &MemFs, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+}
+
+fn bytes_of(fs: &MemFs, names: &[String]) -> u64 {
+    names
+        .iter()
+        .map(|n| {
+            fs.open(&Path::new(DIR).join(n), false)
+                .unwrap()
+                .len()
+                .unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn large_values_live_in_blob_files_and_read_back_through_compaction_and_reopen() {
+    let fs = MemFs::new();
+    let db = open(&fs, separated_options()).unwrap();
+    let cf = db.default_column_family();
+    write_all(&db, 200, 1);
+    check_all(&db, 200, 1, "in the memtables");
+    db.flush(&cf, true).unwrap();
+    let blobs = files_ending(&fs, ".blob");
+    assert!(
+        !blobs.is_empty(),
+        "a flush with large values wrote no blob file"
+    );
+    check_all(&db, 200, 1, "after the flush");
+
+    write_all(&db, 200, 2);
+    db.compact_range(&cf, None, None).unwrap();
+    check_all(&db, 200, 2, "after a full compaction");
+    // The large values (about 100 KiB of them) are in blob files, not SSTs.
+    let large: u64 = (0..200)
+        .filter(|i| i % 2 == 1)
+        .map(|i| val(i, 2).len() as u64)
+        .sum();
+    let sst_bytes = bytes_of(&fs, &files_ending(&fs, ".sst"));
+    assert!(
+        sst_bytes < large / 2,
+        "SSTs hold {sst_bytes} bytes for {large} bytes of large values"
+    );
+    db.close().unwrap();
+    let db = open(&fs, separated_options()).unwrap();
+    check_all(&db, 200, 2, "after a reopen");
+}
+
+#[test]
+fn separation_switched_online_applies_to_later_flushes_and_old_values_still_read() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).unwrap();
+    let cf = db.default_column_family();
+    write_all(&db, 60, 1);
+    db.flush(&cf, true).unwrap();
+    assert!(files_ending(&fs, ".blob").is_empty());
+
+    db.set_min_blob_size(&cf, Some(MIN_BLOB)).unwrap();
+    write_all(&db, 60, 2);
+    db.flush(&cf, true).unwrap();
+    assert!(!files_ending(&fs, ".blob").is_empty());
+    check_all(&db, 60, 2, "separated online");
+
+    db.set_min_blob_size(&cf, None).unwrap();
+    write_all(&db, 30, 3);
+    db.compact_range(&cf, None, None).unwrap();
+    for i in 0..60 {
+        let round = if i < 30 { 3 } else { 2 };
+        let got = db.get(&ReadOptions::default(), &cf, &key(i)).unwrap();
+        assert!(got == Some(val(i, round)), "key {i}");
+    }
+    assert!(matches!(
+        db.set_min_blob_size(&cf, Some(0)),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn a_power_cut_after_a_flush_keeps_every_separated_value() {
+    for seed in 0..8 {
+        let fs = MemFs::new();
+        let db = open(&fs, separated_options()).unwrap();
+        write_all(&db, 120, 1);
+        db.flush(&db.default_column_family(), true).unwrap();
+        write_all(&db, 120, 2);
+        db.sync_wal().unwrap();
+        let cut = power_cut(&fs, CrashMode::KeepRandomPages { seed });
+        drop(db);
+        let db = open(&cut, separated_options()).unwrap();
+        check_all(&db, 120, 2, &format!("seed {seed}"));
+    }
+}
+
+#[test]
+fn a_damaged_blob_file_is_an_error_never_another_value() {
+    let fs = MemFs::new();
+    let db = open(&fs, separated_options()).unwrap();
+    write_all(&db, 120, 1);
+    db.flush(&db.default_column_family(), true).unwrap();
+    db.close().unwrap();
+    let blob = Path::new(DIR).join(&files_ending(&fs, ".blob")[0]);
+    let len = fs.open(&blob, false).unwrap().len().unwrap();
+    let mut errors = 0;
+    for offset in (40..len - 48).step_by(97) {
+        let damaged = fs.deep_clone();
+        damaged.corrupt(&blob, offset, 0x10).unwrap();
+        let db = open(&damaged, separated_options()).unwrap();
+        let cf = db.default_column_family();
+        for i in 0..120 {
+            match db.get(&ReadOptions::default(), &cf, &key(i)) {
+                Ok(v) => assert!(v == Some(val(i, 1)), "flip at {offset}: key {i} read wrong"),
+                Err(Error::Corruption { .. }) => errors += 1,
+                Err(e) => panic!("flip at {offset}: {e}"),
+            }
+        }
+        let mut it = db.iter(&ReadOptions::default(), &cf).unwrap();
+        let mut moved = it.seek_to_first();
+        while moved.is_ok() && it.valid() {
+            let i = std::str::from_utf8(&it.key()[3..]).unwrap().parse::<u32>();
+            if let Ok(i) = i {
+                assert!(it.value() == val(i, 1), "flip at {offset}: scan read wrong");
+            }
+            moved = it.next();
+        }
+    }
+    assert!(errors > 0, "no flip was detected");
+}
+
+#[test]
+fn a_blob_file_no_version_names_is_removed_at_open_and_a_missing_one_refuses_it() {
+    let fs = MemFs::new();
+    let db = open(&fs, separated_options()).unwrap();
+    write_all(&db, 50, 1);
+    db.flush(&db.default_column_family(), true).unwrap();
+    db.close().unwrap();
+    // One blob file per flush (a background flush may have run too).
+    let named = files_ending(&fs, ".blob");
+    assert!(!named.is_empty());
+
+    let orphan = Path::new(DIR).join("00000000000fffff.blob");
+    fs.create(&orphan)
+        .unwrap()
+        .write_at(0, b"left by a crash")
+        .unwrap();
+    let db = open(&fs, separated_options()).unwrap();
+    assert!(!fs.exists(&orphan), "the orphan blob file stayed");
+    check_all(&db, 50, 1, "after removing the orphan");
+    db.close().unwrap();
+
+    fs.remove(&Path::new(DIR).join(&named[0])).unwrap();
+    match open(&fs, separated_options()) {
+        Err(Error::Corruption { .. }) => {}
+        other => panic!("opened without its blob file: {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn a_blob_index_that_is_not_a_reference_is_refused() {
+    let fs = MemFs::new();
+    let db = open(&fs, separated_options()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put_blob_index(db.default_column_family().id(), b"k", b"not a reference");
+    assert!(matches!(
+        db.write(&WriteOptions::default(), &b),
+        Err(Error::InvalidArgument(_))
+    ));
+}
