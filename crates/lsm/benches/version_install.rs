@@ -28,6 +28,7 @@ fn desc(number: u64, k: u64) -> FileDesc {
         largest: InternalKey::new(&key(10 * k + 5), 1, ValueKind::Put),
         smallest_seqno: 1,
         largest_seqno: 2,
+        blob_refs: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ fn desc(number: FileNumber, lo: u32, hi: u32, seqno: SeqNo, size: u64) -> FileDe
         largest: InternalKey::new(&key(hi), seqno, ValueKind::Put),
         smallest_seqno: seqno,
         largest_seqno: seqno,
+        blob_refs: Vec::new(),
     }
 }
 

@@ -238,3 +238,46 @@ fn a_blob_index_that_is_not_a_reference_is_refused() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn a_blob_file_whose_values_were_all_overwritten_goes_once_its_last_reader_does() {
+    let fs = MemFs::new();
+    let mut options = separated_options();
+    options.default_column_family.write_buffer_bytes = 1 << 20;
+    let db = open(&fs, options.clone()).unwrap();
+    let cf = db.default_column_family();
+    write_all(&db, 100, 1);
+    db.flush(&cf, true).unwrap();
+    let first = files_ending(&fs, ".blob");
+    assert_eq!(first.len(), 1);
+    write_all(&db, 100, 2);
+    db.flush(&cf, true).unwrap();
+    // An iterator opened now reads the first blob file's values.
+    let mut it = db.iter(&ReadOptions::default(), &cf).unwrap();
+    db.compact_range(&cf, None, None).unwrap();
+    assert!(
+        fs.exists(&Path::new(DIR).join(&first[0])),
+        "deleted under an iterator"
+    );
+    let mut seen = 0;
+    it.seek_to_first().unwrap();
+    while it.valid() {
+        let i: u32 = std::str::from_utf8(&it.key()[3..])
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(it.value() == val(i, 2));
+        seen += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(seen, 100);
+    drop(it);
+    // Deletion happens on the background threads' next pass, or at close.
+    db.close().unwrap();
+    assert!(
+        !fs.exists(&Path::new(DIR).join(&first[0])),
+        "the garbage blob file stayed"
+    );
+    let db = open(&fs, options).unwrap();
+    check_all(&db, 100, 2, "after the garbage file went");
+}

@@ -43,6 +43,10 @@ fn model() -> impl Strategy<Value = Model> {
         .prop_map(|(entries, ranges)| {
             let mut m = Model::default();
             for (k, s, kind, v) in entries {
+                let v = match kind {
+                    ValueKind::BlobIndex => blob_ref(v.len() as u64 % 3, s),
+                    _ => v,
+                };
                 m.entries.insert(InternalKey::new(&k, s, kind), v);
             }
             for (a, b, s) in ranges {

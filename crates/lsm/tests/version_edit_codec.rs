@@ -18,8 +18,9 @@ fn file_desc() -> impl Strategy<Value = FileDesc> {
         prop::collection::vec(any::<u8>(), 0..12),
         0..=MAX_SEQNO,
         0..=MAX_SEQNO,
+        prop::collection::btree_map(any::<u64>(), any::<u64>(), 0..4),
     )
-        .prop_map(|(number, size, a, b, s1, s2)| {
+        .prop_map(|(number, size, a, b, s1, s2, refs)| {
             let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
             let (slo, shi) = (s1.min(s2), s1.max(s2));
             FileDesc {
@@ -29,6 +30,7 @@ fn file_desc() -> impl Strategy<Value = FileDesc> {
                 largest: InternalKey::new(&hi, slo, ValueKind::Delete),
                 smallest_seqno: slo,
                 largest_seqno: shi,
+                blob_refs: refs.into_iter().collect(),
             }
         })
 }
@@ -121,6 +123,7 @@ fn worked_example_of_the_spec() {
             largest: InternalKey::new(b"b", 1, ValueKind::Put),
             smallest_seqno: 1,
             largest_seqno: 300,
+            blob_refs: Vec::new(),
         },
     );
     let bytes = e.encode();

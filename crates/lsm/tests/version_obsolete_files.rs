@@ -122,7 +122,7 @@ fn a_failed_persist_changes_nothing_and_queues_nothing() {
 }
 
 #[test]
-fn a_removed_blob_file_is_queued_after_the_last_snapshot_that_reaches_it() {
+fn a_blob_file_leaves_with_its_last_referencing_sst_and_is_queued_after_its_last_reader() {
     let (inst, rx) = installer();
     let blob = BlobFileDesc {
         number: 5,
@@ -130,23 +130,46 @@ fn a_removed_blob_file_is_queued_after_the_last_snapshot_that_reaches_it() {
         record_count: 3,
         value_bytes: 900,
     };
-    let mut add = edit(&[(1, desc(1, 0, 9, 1, 1))], &[]);
+    let mut referencing = desc(1, 0, 9, 1, 1);
+    referencing.blob_refs = vec![(5, 600)];
+    let mut add = edit(&[(1, referencing), (1, desc(2, 10, 19, 2, 2))], &[]);
     add.add_blob_file(blob);
     add.next_file_number = Some(6);
     install(&inst, &[add]).unwrap();
-    assert_eq!(inst.load().version.blob_file_count(), 1);
+    let v = inst.load().version.clone();
+    assert_eq!(v.blob_file_count(), 1);
+    assert_eq!(v.blob_live(5).bytes, 600);
+    v.check().unwrap();
+    drop(v);
+
+    // A blob file an SST still references cannot be deleted.
+    let mut early = VersionEdit::default();
+    early.delete_blob_file(5);
+    assert!(install(&inst, &[early]).is_err());
+
+    // A compaction drops file 1 (its values were overwritten): blob file 5
+    // has no reference left and leaves the version with it.
     let snapshot = inst.load_full();
-    let mut remove = VersionEdit::default();
-    remove.delete_blob_file(5);
-    install(&inst, &[remove.clone()]).unwrap();
-    assert!(inst.load().version.blob_file(5).is_none());
-    assert!(
-        rx.try_recv().is_err(),
-        "the snapshot still reaches blob file 5"
-    );
+    install(&inst, &[edit(&[], &[(1, 1)])]).unwrap();
+    let v = inst.load().version.clone();
+    assert!(v.blob_file(5).is_none());
+    assert_eq!(v.blob_live(5).files, 0);
+    v.check().unwrap();
+    drop(v);
+    assert_eq!(rx.try_recv().ok(), None, "the snapshot still reaches them");
     drop(snapshot);
-    assert_eq!(rx.try_recv().unwrap(), ObsoleteFile::Blob(5));
-    // Deleting it again is refused, and queues nothing.
-    assert!(install(&inst, &[remove]).is_err());
-    assert!(rx.try_recv().is_err());
+    let mut queued: Vec<ObsoleteFile> = rx.try_iter().collect();
+    queued.sort_by_key(|f| format!("{f:?}"));
+    assert_eq!(queued, vec![ObsoleteFile::Blob(5), ObsoleteFile::Table(1)]);
+}
+
+#[test]
+fn an_sst_referencing_a_blob_file_the_version_lacks_is_refused() {
+    let (inst, _rx) = installer();
+    let mut referencing = desc(1, 0, 9, 1, 1);
+    referencing.blob_refs = vec![(7, 10)];
+    let mut add = edit(&[(1, referencing)], &[]);
+    add.next_file_number = Some(8);
+    assert!(install(&inst, &[add]).is_err());
+    assert_eq!(inst.load().version.total_files(), 0);
 }

@@ -493,6 +493,7 @@ impl<'c, 'a> Outputs<'c, 'a> {
             largest,
             smallest_seqno: info.properties.smallest_seqno,
             largest_seqno: info.properties.largest_seqno,
+            blob_refs: info.properties.blob_refs.into_iter().collect(),
         });
         self.lower = hi;
         Ok(())

@@ -184,6 +184,7 @@ pub(super) fn ingested_desc(
         largest: InternalKey::new(&file.largest, seqno, file.largest_kind),
         smallest_seqno: seqno,
         largest_seqno: seqno,
+        blob_refs: Vec::new(),
     }
 }
 
@@ -220,5 +221,6 @@ pub(super) fn range_delete_desc(
         largest: InternalKey::new(end, MAX_SEQNO, ValueKind::RangeDelete),
         smallest_seqno: seqno,
         largest_seqno: seqno,
+        blob_refs: Vec::new(),
     }
 }

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use strata_codec::DecodeError;
+use strata_codec::{put_varint, DecodeError, Reader};
 
 use super::block::{Block, KeyOrder};
 use super::block_builder::BlockBuilder;
@@ -83,6 +83,9 @@ pub struct Properties {
     pub block_size: u64,
     /// The writer's restart interval.
     pub restart_interval: u32,
+    /// Bytes of separated values the file's `BlobIndex` entries reference,
+    /// by blob file number: what keeps each blob file's live bytes exact.
+    pub blob_refs: BTreeMap<u64, u64>,
     /// Collectors' properties, by name.
     pub user: BTreeMap<String, Vec<u8>>,
 }
@@ -107,6 +110,7 @@ const BLOOM_BITS_PER_KEY: &str = "strata.bloom_bits_per_key";
 const PREFIX_LEN: &str = "strata.prefix_len";
 const BLOCK_SIZE: &str = "strata.block_size";
 const RESTART_INTERVAL: &str = "strata.restart_interval";
+const BLOB_REFS: &str = "strata.blob_refs";
 
 impl Properties {
     /// The raw bytes of the properties block.
@@ -148,6 +152,14 @@ impl Properties {
         }
         if let Some(k) = &self.largest_key {
             all.insert(LARGEST_KEY.as_bytes(), k.clone());
+        }
+        if !self.blob_refs.is_empty() {
+            let mut v = Vec::new();
+            for (&file, &bytes) in &self.blob_refs {
+                put_varint(&mut v, file);
+                put_varint(&mut v, bytes);
+            }
+            all.insert(BLOB_REFS.as_bytes(), v);
         }
         for (name, v) in &self.user {
             all.insert(name.as_bytes(), v.clone());
@@ -219,6 +231,20 @@ impl Properties {
         }
         p.smallest_key = take(&mut fields, SMALLEST_KEY);
         p.largest_key = take(&mut fields, LARGEST_KEY);
+        if let Some(v) = take(&mut fields, BLOB_REFS) {
+            let mut r = Reader::new(&v);
+            while !r.is_empty() {
+                let file = r.varint()?;
+                let bytes = r.varint()?;
+                if p.blob_refs.insert(file, bytes).is_some() {
+                    return Err(DecodeError::invalid(
+                        "property",
+                        r.position(),
+                        format!("{BLOB_REFS} names blob file {file} twice"),
+                    ));
+                }
+            }
+        }
         for (name, v) in fields {
             let name = String::from_utf8(name).map_err(|_| {
                 DecodeError::invalid("property", 0, "a user property's name is not UTF-8")
@@ -248,6 +274,8 @@ mod tests {
             ..Properties::default()
         };
         p.user.insert("tikv.mvcc".into(), vec![1, 2, 3]);
+        p.blob_refs.insert(12, 4096);
+        p.blob_refs.insert(1 << 40, 0);
         let raw = p.encode();
         assert_eq!(Properties::decode(raw.clone()).unwrap(), p);
         // Missing a required property.

@@ -31,6 +31,7 @@ use super::options::SstWriterOptions;
 use super::properties::{Properties, PropertiesCollector, RESERVED_PREFIX};
 use super::range_del::{self, RangeTombstone};
 use super::stored_block::seal;
+use crate::blob::BlobRef;
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind, MAX_SEQNO};
 
@@ -166,6 +167,12 @@ impl SstWriter {
             if user_key.len() >= n {
                 f.add(&user_key[..n]);
             }
+        }
+        if kind == ValueKind::BlobIndex {
+            let r = BlobRef::decode(value).map_err(|e| {
+                Error::InvalidArgument(format!("sst writer: a blob index without a reference: {e}"))
+            })?;
+            *self.props.blob_refs.entry(r.file_number).or_default() += u64::from(r.value_len);
         }
         for c in &mut self.collectors {
             c.add(user_key, value, kind, seqno);

@@ -82,7 +82,12 @@ impl VersionBuilder {
         let mut removed = Vec::new();
         let mut touched = Vec::new();
         apply_to(&mut next, edit, &self.removed, &mut removed, &mut touched)?;
-        let removed_blobs = apply_blobs(&mut next, edit)?;
+        let mut removed_blobs = apply_blobs(&mut next, edit)?;
+        let released = removed
+            .iter()
+            .flat_map(|f| f.desc().blob_refs.iter().map(|&(b, _)| b))
+            .chain(edit.added_blob_files.iter().map(|b| b.number));
+        settle_blobs(&mut next, edit, released, &mut removed_blobs)?;
         self.next = next;
         self.removed_blobs.extend(removed_blobs);
         for file in removed {
@@ -172,6 +177,7 @@ fn apply_to(
             _ => return Err(missing),
         };
         v.files.remove(&number);
+        count_refs(v, &placed.desc().blob_refs, false);
         let found = v.levels[usize::from(level)].remove(&placed);
         debug_assert!(found, "the number index and the levels agree");
         touched.push((level, None));
@@ -212,6 +218,7 @@ fn apply_to(
             None => Arc::new(FileMeta::new(desc.clone(), v.queue.clone())),
         };
         v.levels[usize::from(level)].insert(level, file.clone())?;
+        count_refs(v, &desc.blob_refs, true);
         v.files.insert(desc.number, Placed { level, file });
         touched.push((level, Some(desc.number)));
     }
@@ -223,6 +230,12 @@ fn apply_to(
 fn apply_blobs(v: &mut Version, edit: &VersionEdit) -> Result<Vec<Arc<BlobFileMeta>>, EditError> {
     let mut removed = Vec::new();
     for &number in &edit.deleted_blob_files {
+        if let Some(live) = v.blob_live.get(&number) {
+            return Err(EditError::InvalidFile(format!(
+                "blob file {number} is still referenced by {} files",
+                live.files
+            )));
+        }
         match v.blob_files.remove(&number) {
             Some(b) => removed.push(b),
             None => return Err(EditError::BlobMissing { number }),
@@ -246,4 +259,61 @@ fn apply_blobs(v: &mut Version, edit: &VersionEdit) -> Result<Vec<Arc<BlobFileMe
         v.blob_files.insert(desc.number, meta);
     }
     Ok(removed)
+}
+
+/// Adds (or removes) one SST's references to the version's live counts.
+fn count_refs(v: &mut Version, refs: &[(FileNumber, u64)], add: bool) {
+    for &(blob, bytes) in refs {
+        let mut live = v.blob_live.get(&blob).copied().unwrap_or_default();
+        if add {
+            live.bytes += bytes;
+            live.files += 1;
+        } else {
+            debug_assert!(
+                live.files > 0 && live.bytes >= bytes,
+                "blob {blob} counted below zero"
+            );
+            live.bytes = live.bytes.saturating_sub(bytes);
+            live.files = live.files.saturating_sub(1);
+        }
+        if live.files == 0 {
+            v.blob_live.remove(&blob);
+        } else {
+            v.blob_live.insert(blob, live);
+        }
+    }
+}
+
+/// After an edit: every referenced blob file must be in the version, and
+/// a blob file the edit left without references leaves it (it is garbage
+/// whole; its last reader's drop deletes it). The rule is a function of
+/// the edits, so replaying the manifest reaches the same blob files.
+/// `released` are the blob files the edit's deleted SSTs referenced and
+/// the ones it added: the only ones it can have left unreferenced.
+fn settle_blobs(
+    v: &mut Version,
+    edit: &VersionEdit,
+    released: impl Iterator<Item = FileNumber>,
+    removed: &mut Vec<Arc<BlobFileMeta>>,
+) -> Result<(), EditError> {
+    for (_, d) in &edit.added {
+        if let Some(&(b, _)) = d
+            .blob_refs
+            .iter()
+            .find(|(b, _)| !v.blob_files.contains_key(b))
+        {
+            return Err(EditError::InvalidFile(format!(
+                "file {} references blob file {b}, which the version does not hold",
+                d.number
+            )));
+        }
+    }
+    for n in released {
+        if !v.blob_live.contains_key(&n) {
+            if let Some(b) = v.blob_files.remove(&n) {
+                removed.push(b);
+            }
+        }
+    }
+    Ok(())
 }

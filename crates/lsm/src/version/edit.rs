@@ -18,6 +18,9 @@
 //! 7 ADDED_BLOB_FILE   varint number | varint size | varint record_count
 //!                     | varint value_bytes
 //! 8 DELETED_BLOB_FILE varint number
+//! 9 FILE_BLOB_REFS    varint number | varint count
+//!                     | (varint blob_number | varint bytes)*   (one per added
+//!                     file with references, naming it; numbers ascending)
 //! ```
 //! The encoder writes the fields in this order (scalars, then deletions,
 //! then additions, then blob deletions and additions); the decoder accepts
@@ -37,6 +40,9 @@ use super::format::*;
 use super::{BlobFileDesc, FileDesc, FileNumber};
 use crate::column_family::{ColumnFamilyId, DEFAULT_COLUMN_FAMILY};
 use crate::key::{InternalKey, SeqNo, MAX_SEQNO};
+
+/// One file's blob references: `(blob file number, value bytes)`.
+type BlobRefs = Vec<(FileNumber, u64)>;
 
 /// One change to a column family's file set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -132,6 +138,15 @@ impl VersionEdit {
             put_varint(buf, d.smallest_seqno);
             put_varint(buf, d.largest_seqno);
         }
+        for (_, d) in self.added.iter().filter(|(_, d)| !d.blob_refs.is_empty()) {
+            buf.push(TAG_FILE_BLOB_REFS);
+            put_varint(buf, d.number);
+            put_varint(buf, d.blob_refs.len() as u64);
+            for &(blob, bytes) in &d.blob_refs {
+                put_varint(buf, blob);
+                put_varint(buf, bytes);
+            }
+        }
         for &number in &self.deleted_blob_files {
             buf.push(TAG_DELETED_BLOB_FILE);
             put_varint(buf, number);
@@ -149,6 +164,8 @@ impl VersionEdit {
         let mut r = Reader::new(payload);
         let mut edit = VersionEdit::new();
         let mut seen_cf = false;
+        // (offset, file number, references) of each FILE_BLOB_REFS field.
+        let mut refs: Vec<(usize, FileNumber, BlobRefs)> = Vec::new();
         while !r.is_empty() {
             let at = r.position();
             let tag = r.u8()?;
@@ -183,12 +200,31 @@ impl VersionEdit {
                         largest: file_key(&mut r)?,
                         smallest_seqno: seqno(&mut r)?,
                         largest_seqno: seqno(&mut r)?,
+                        blob_refs: Vec::new(),
                     };
                     desc.validate()
                         .map_err(|e| DecodeError::invalid("added file", at, e))?;
                     edit.added.push((level, desc));
                 }
                 TAG_DELETED_BLOB_FILE => edit.deleted_blob_files.push(r.varint()?),
+                TAG_FILE_BLOB_REFS => {
+                    let number = r.varint()?;
+                    let count = r.varint()?;
+                    // Each pair takes at least two bytes: bound the count by
+                    // the input before allocating.
+                    if count > r.remaining() as u64 / 2 {
+                        return Err(DecodeError::invalid(
+                            "file blob refs",
+                            at,
+                            format!("{count} pairs in {} bytes", r.remaining()),
+                        ));
+                    }
+                    let mut pairs = Vec::with_capacity(count as usize);
+                    for _ in 0..count {
+                        pairs.push((r.varint()?, r.varint()?));
+                    }
+                    refs.push((at, number, pairs));
+                }
                 TAG_ADDED_BLOB_FILE => {
                     let desc = BlobFileDesc {
                         number: r.varint()?,
@@ -208,6 +244,25 @@ impl VersionEdit {
                     ))
                 }
             }
+        }
+        for (at, number, pairs) in refs {
+            let Some((_, desc)) = edit.added.iter_mut().find(|(_, d)| d.number == number) else {
+                return Err(DecodeError::invalid(
+                    "file blob refs",
+                    at,
+                    format!("file {number} is not added by the edit"),
+                ));
+            };
+            if !desc.blob_refs.is_empty() || pairs.is_empty() {
+                return Err(DecodeError::invalid(
+                    "file blob refs",
+                    at,
+                    format!("file {number}: references repeated or empty"),
+                ));
+            }
+            desc.blob_refs = pairs;
+            desc.validate()
+                .map_err(|e| DecodeError::invalid("file blob refs", at, e))?;
         }
         Ok(edit)
     }

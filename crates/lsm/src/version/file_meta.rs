@@ -63,6 +63,11 @@ pub struct FileDesc {
     /// The largest sequence number of any entry in the file; L0 is ordered
     /// by it (newest first).
     pub largest_seqno: SeqNo,
+    /// The value bytes the file's `BlobIndex` entries reference, per blob
+    /// file, ascending by number (the file's `strata.blob_refs` property):
+    /// what keeps each blob file's live bytes exact and says when no SST
+    /// references it any more.
+    pub blob_refs: Vec<(FileNumber, u64)>,
 }
 
 impl FileDesc {
@@ -79,6 +84,12 @@ impl FileDesc {
             return Err(format!(
                 "file {}: smallest seqno {} above largest {}",
                 self.number, self.smallest_seqno, self.largest_seqno
+            ));
+        }
+        if self.blob_refs.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(format!(
+                "file {}: blob references not in ascending file order",
+                self.number
             ));
         }
         Ok(())

@@ -24,7 +24,10 @@ pub const TAG_ADDED_FILE: u8 = 6;
 pub const TAG_ADDED_BLOB_FILE: u8 = 7;
 /// `varint number`: a blob file the edit removes.
 pub const TAG_DELETED_BLOB_FILE: u8 = 8;
-// Next free tag: 9.
+/// `varint number | varint count | (varint blob_number | varint bytes)*`:
+/// the blob references of a file the same edit adds (absent: none).
+pub const TAG_FILE_BLOB_REFS: u8 = 9;
+// Next free tag: 10.
 
 /// The longest internal key an added file may name: a user key of
 /// `crate::batch::KEY_BYTES_MAX` bytes and its 8-byte trailer.

@@ -54,6 +54,15 @@ pub const NUM_LEVELS_DEFAULT: usize = 7;
 /// The most levels a version may have; levels are a `u8` in edits.
 pub const NUM_LEVELS_MAX: usize = 16;
 
+/// What a version's SSTs reference in one blob file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlobLive {
+    /// Value bytes referenced: the file's live bytes.
+    pub bytes: u64,
+    /// SSTs that reference it. At zero the version drops the blob file.
+    pub files: u64,
+}
+
 /// Where a file is in a version: its level and its shared metadata.
 #[derive(Debug, Clone)]
 pub(crate) struct Placed {
@@ -72,6 +81,9 @@ pub struct Version {
     files: OrdMap<FileNumber, Placed>,
     /// Every blob file the SSTs above may reference, by number.
     blob_files: OrdMap<FileNumber, Arc<BlobFileMeta>>,
+    /// What the SSTs above reference in each blob file: exact, kept by the
+    /// builder from each added and deleted SST's `blob_refs`.
+    blob_live: OrdMap<FileNumber, BlobLive>,
     log_number: u64,
     next_file_number: FileNumber,
     last_seqno: SeqNo,
@@ -108,6 +120,7 @@ impl Version {
             levels,
             files: OrdMap::new(),
             blob_files: OrdMap::new(),
+            blob_live: OrdMap::new(),
             log_number: 0,
             next_file_number: 1,
             last_seqno: 0,
@@ -180,6 +193,12 @@ impl Version {
         self.blob_files.len()
     }
 
+    /// Returns what the version's SSTs reference in blob file `number`
+    /// (zero when none does).
+    pub fn blob_live(&self, number: FileNumber) -> BlobLive {
+        self.blob_live.get(&number).copied().unwrap_or_default()
+    }
+
     /// Iterates every file with its level: L0 newest first, then each level
     /// by smallest key.
     pub fn iter(&self) -> impl Iterator<Item = (u8, &Arc<FileMeta>)> + '_ {
@@ -239,6 +258,29 @@ impl Version {
             if n != b.number() || n >= self.next_file_number || self.files.contains_key(&n) {
                 return Err(format!("blob file {n} is misplaced or its number reused"));
             }
+        }
+        let mut live: std::collections::BTreeMap<FileNumber, BlobLive> = Default::default();
+        for (_, f) in self.iter() {
+            for &(blob, bytes) in &f.desc().blob_refs {
+                let e = live.entry(blob).or_default();
+                e.bytes += bytes;
+                e.files += 1;
+            }
+        }
+        let kept: std::collections::BTreeMap<FileNumber, BlobLive> =
+            self.blob_live.iter().map(|(k, v)| (*k, *v)).collect();
+        if live != kept {
+            return Err(format!(
+                "blob references: the SSTs hold {live:?}, the version counts {kept:?}"
+            ));
+        }
+        if let Some(n) = live.keys().find(|n| !self.blob_files.contains_key(n)) {
+            return Err(format!(
+                "an SST references blob file {n}, not in the version"
+            ));
+        }
+        if let Some(n) = self.blob_files.keys().find(|n| !live.contains_key(n)) {
+            return Err(format!("blob file {n} is referenced by no SST"));
         }
         Ok(())
     }

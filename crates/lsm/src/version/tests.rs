@@ -13,6 +13,7 @@ fn desc(number: FileNumber, lo: &[u8], hi: &[u8], seq: SeqNo) -> FileDesc {
         largest: InternalKey::new(hi, seq, ValueKind::Put),
         smallest_seqno: seq,
         largest_seqno: seq,
+        blob_refs: Vec::new(),
     }
 }
 

@@ -83,6 +83,7 @@ pub fn write_sst(
         largest: largest.unwrap(),
         smallest_seqno: info.properties.smallest_seqno,
         largest_seqno: info.properties.largest_seqno,
+        blob_refs: Vec::new(),
     }
 }
 

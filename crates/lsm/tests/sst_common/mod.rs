@@ -93,6 +93,19 @@ pub fn scan_backward(it: &mut SstIter) -> Result<Entries, Error> {
     Ok(out)
 }
 
+/// An encoded blob reference into blob file `file`, distinct per `n`: the
+/// value a `BlobIndex` entry must carry.
+pub fn blob_ref(file: u64, n: u64) -> Vec<u8> {
+    strata_lsm::blob::BlobRef {
+        file_number: file,
+        block_offset: n,
+        block_size: 64,
+        record_offset: 0,
+        value_len: (n % 1000) as u32,
+    }
+    .encode()
+}
+
 /// A model of `n` user keys with a few versions each, every point kind, and
 /// two range tombstones.
 pub fn sample_model(n: u32) -> Model {
@@ -106,10 +119,10 @@ pub fn sample_model(n: u32) -> Model {
                 1 | 2 => ValueKind::Put,
                 _ => ValueKind::BlobIndex,
             };
-            let value = if kind == ValueKind::Delete {
-                Vec::new()
-            } else {
-                format!("value-{i}-{v}-{}", "x".repeat((i % 13) as usize)).into_bytes()
+            let value = match kind {
+                ValueKind::Delete => Vec::new(),
+                ValueKind::BlobIndex => blob_ref(u64::from(i % 3), seqno),
+                _ => format!("value-{i}-{v}-{}", "x".repeat((i % 13) as usize)).into_bytes(),
             };
             m.entries
                 .insert(InternalKey::new(user.as_bytes(), seqno, kind), value);
