@@ -9,7 +9,9 @@
 //!   range tombstones, the compaction filter, output cutting, cleanup on
 //!   error), shared by `flush` and `job`;
 //! - `separate`: key-value separation inside a run (values to blob files,
-//!   references to the SST);
+//!   references to the SST); `blob_gc`: relocating values out of blob files
+//!   with too much garbage, and the in-place rewrites that do it when no
+//!   compaction is due;
 //! - `flush`: memtables to L0 files; `job`: a compaction to a version edit;
 //! - `rate_limiter`: the token bucket that paces flush and compaction.
 //!
@@ -17,6 +19,7 @@
 //! the returned edit and its obsolete-file queue deletes the inputs once no
 //! reader holds them. The rules are in `docs/lsm.md` (Compaction).
 
+mod blob_gc;
 mod flush;
 mod job;
 mod options;
@@ -25,6 +28,7 @@ mod picker;
 mod rate_limiter;
 mod separate;
 
+pub use blob_gc::{blob_gc_candidates, garbage_ratio, pick_blob_gc, BlobGc, ReadBlobValue};
 pub use flush::flush_memtables;
 pub use job::{run_compaction, CompactionStats};
 pub use options::CompactionOptions;

@@ -20,6 +20,9 @@
 //!   removing or changing it changes nothing a snapshot reads. `Remove`
 //!   turns the version into a point deletion, which then follows the rule
 //!   above (dropped only at bottommost in the oldest stripe);
+//! - a kept `BlobIndex` whose blob file blob GC collects has its value read
+//!   and written again as a `Put` (then separated or inline by the usual
+//!   rule); the filter has seen it as a reference;
 //! - nothing is ever reordered, and sequence numbers are kept.
 //!
 //! Range tombstones travel beside the point stream. One older than every
@@ -49,6 +52,7 @@ use std::path::{Path, PathBuf};
 
 use strata_fs::FileSystem;
 
+use super::blob_gc::BlobGc;
 use super::rate_limiter::RateLimiter;
 use super::separate::{BlobOutput, BlobSink};
 use crate::error::{Error, Result};
@@ -113,6 +117,9 @@ pub struct OutputContext<'a> {
     /// every value stays inline; references already in the input stay
     /// references either way).
     pub blob: Option<BlobOutput>,
+    /// Blob GC: the references whose values the run moves (through `blob`,
+    /// or inline). None: every reference is copied as it is.
+    pub blob_gc: Option<&'a BlobGc<'a>>,
 }
 
 /// Makes a fresh set of properties collectors for one file.
@@ -150,6 +157,10 @@ pub struct RunStats {
     pub blob_bytes_written: u64,
     /// The blob files written, with the SSTs whose references point there.
     pub blob_files: Vec<BlobFileDesc>,
+    /// Separated values read back by blob GC and written again.
+    pub blob_values_relocated: u64,
+    /// Their bytes.
+    pub blob_bytes_relocated: u64,
 }
 
 /// Returns the name of SST file `number` in its directory.
@@ -272,6 +283,16 @@ fn run(
                         value = &changed;
                     }
                 }
+            }
+        }
+        let relocated;
+        if let (ValueKind::BlobIndex, Some(gc)) = (kind, ctx.blob_gc) {
+            if let Some(v) = gc.relocate(uk, value)? {
+                relocated = v;
+                value = &relocated;
+                kind = ValueKind::Put;
+                stats.blob_values_relocated += 1;
+                stats.blob_bytes_relocated += value.len() as u64;
             }
         }
         if kind == ValueKind::Delete && ctx.bottommost && stripe == 0 {

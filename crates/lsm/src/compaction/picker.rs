@@ -53,6 +53,9 @@ pub enum CompactionReason {
     LevelSize,
     /// A caller asked for a range to be compacted.
     Manual,
+    /// An SST is rewritten in place to move its values out of a blob file
+    /// with too much garbage (or back inline, separation off).
+    BlobGc,
 }
 
 /// One compaction: the files to merge and where the output goes.
@@ -446,7 +449,7 @@ fn pick_level(
 }
 
 /// Completes a pick: bottommost detection and the trivial-move decision.
-fn build(
+pub(super) fn build(
     version: &Version,
     input: usize,
     output: usize,

@@ -3,13 +3,15 @@
 //! edit through the family's installer, whose persist hook appends it to
 //! the manifest; then obsolete WAL files are deleted.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::background::{CompactionInfo, FlushInfo};
+use super::blob::BlobValues;
 use super::cf::CfState;
 use super::DbInner;
 use crate::column_family::ColumnFamilyId;
-use crate::compaction::{self, Compaction, OutputContext};
+use crate::compaction::{self, BlobGc, Compaction, OutputContext};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::read_state::{Install, InstallError};
@@ -52,6 +54,7 @@ impl DbInner {
             rate_limiter: Some(&self.rate_limiter),
             collectors: self.hooks.properties_collectors.get(&cf.name).map(|f| &**f),
             blob: cf.blob_output(),
+            blob_gc: None,
         }
     }
 
@@ -162,7 +165,29 @@ impl DbInner {
         self.wait_visible(newest.unwrap_or(0));
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();
-        let ctx = self.output_context(cf, &next, &snapshots, Some(c));
+        // Blob GC: the version the inputs are in holds the blob files they
+        // reference, and reads through it cannot see a file deleted.
+        let version = cf.installer.load().version.clone();
+        let separating = cf.blob_output().is_some();
+        let files = compaction::blob_gc_candidates(
+            &version,
+            c.files(),
+            cf.options.blob.garbage_ratio,
+            !separating,
+        );
+        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir));
+        let read = |key: &[u8], reference: &[u8]| {
+            let mut out = Vec::new();
+            values
+                .borrow_mut()
+                .fetch(&version, key, reference, &mut out)?;
+            Ok(out)
+        };
+        let gc = BlobGc { files, read: &read };
+        let mut ctx = self.output_context(cf, &next, &snapshots, Some(c));
+        if !gc.files.is_empty() {
+            ctx.blob_gc = Some(&gc);
+        }
         let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
         self.stamp(&mut edit);
         let installed = cf.installer.install(

@@ -87,7 +87,7 @@ impl Default for ColumnFamilyOptions {
 /// `min_blob_size` bytes leave the LSM tree for blob files when a flush or
 /// compaction writes them (never on the write path), and the SSTs keep a
 /// small reference. `docs/lsm.md` ("Key-value separation").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BlobOptions {
     /// Values of at least this many bytes are separated; `None` (the
@@ -102,6 +102,12 @@ pub struct BlobOptions {
     /// A blob file is closed once it reaches this size. Default 256 MiB;
     /// 64 KiB to 64 GiB.
     pub target_file_bytes: u64,
+    /// A blob file with at least this share of garbage (value bytes no SST
+    /// references) has its live values moved by the compactions that rewrite
+    /// its SSTs, and by in-place rewrites when no compaction is due. 0.2
+    /// (the default) keeps each file's space amplification at most 1.25;
+    /// 0.01 to 1.
+    pub garbage_ratio: f64,
 }
 
 impl Default for BlobOptions {
@@ -112,6 +118,7 @@ impl Default for BlobOptions {
             block_size_bytes: writer.block_size_bytes,
             compression: writer.compression,
             target_file_bytes: 256 << 20,
+            garbage_ratio: 0.2,
         }
     }
 }

@@ -277,6 +277,7 @@ pub(super) fn open(
                 target_file_bytes: cf_options.blob.target_file_bytes,
                 column_family: *id,
             }),
+            blob_gc: None,
         };
         let (files, blob_files) = compaction::flush_memtables(std::slice::from_ref(mem), &ctx)?;
         report.flushed_files += files.len();

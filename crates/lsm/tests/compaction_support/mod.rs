@@ -128,6 +128,7 @@ pub fn context<'a>(
         rate_limiter: None,
         collectors: None,
         blob: None,
+        blob_gc: None,
     }
 }
 

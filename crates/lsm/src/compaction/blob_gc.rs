@@ -1,0 +1,127 @@
+//! Blob garbage collection by relocation, inside compaction.
+//!
+//! A blob file's garbage is the value bytes no SST of the current version
+//! references any more (`Version::blob_live`, exact). Rather than reading a
+//! blob file to find its live values and then looking each key up (Titan's
+//! foreground GC), the values are moved by the compactions that rewrite the
+//! SSTs referencing them: a compaction whose inputs reference a blob file
+//! with at least `garbage_ratio` of garbage reads each surviving reference
+//! into it and writes the value again, into the run's own blob file (or
+//! inline, when it is now under the threshold or separation is off). Values
+//! whose entries the compaction drops are never read. Once the last SST
+//! referencing the old file is rewritten, the file leaves the version.
+//!
+//! When no compaction is due, [`pick_blob_gc`] picks one: it rewrites in
+//! place an L1+ SST that references the blob file with the most garbage,
+//! so that a file pinned by cold SSTs is still collected. The same pick,
+//! with separation off, re-inlines values: every referenced blob file is
+//! then a candidate, and each rewrite moves its SST's values back inline.
+//! Both run as ordinary compactions: rate-limited, never on the write path.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::picker::{build, Compaction, CompactionReason};
+use crate::blob::BlobRef;
+use crate::error::{Error, Result};
+use crate::version::{FileMeta, FileNumber, Version};
+
+/// Reads a separated value: `(user key, encoded reference) -> value`.
+pub type ReadBlobValue<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + 'a;
+
+/// What a run relocates: the references into `files`, read with `read`.
+pub struct BlobGc<'a> {
+    /// The blob files whose referenced values the run rewrites.
+    pub files: HashSet<FileNumber>,
+    /// Reads a value.
+    pub read: &'a ReadBlobValue<'a>,
+}
+
+impl std::fmt::Debug for BlobGc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobGc")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlobGc<'_> {
+    /// The value of a `BlobIndex` entry when it must move, else `None`.
+    pub fn relocate(&self, user_key: &[u8], reference: &[u8]) -> Result<Option<Vec<u8>>> {
+        let r = BlobRef::decode(reference).map_err(|e| {
+            Error::corruption("", 0, format!("blob reference of key {user_key:?}: {e}"))
+        })?;
+        if !self.files.contains(&r.file_number) {
+            return Ok(None);
+        }
+        (self.read)(user_key, reference).map(Some)
+    }
+}
+
+/// The share of blob file `number`'s value bytes no SST of `version`
+/// references (0 for a file the version lacks or an empty one).
+pub fn garbage_ratio(version: &Version, number: FileNumber) -> f64 {
+    let Some(b) = version.blob_file(number) else {
+        return 0.0;
+    };
+    let total = b.desc().value_bytes;
+    if total == 0 {
+        return 0.0;
+    }
+    let live = version.blob_live(number).bytes.min(total);
+    1.0 - live as f64 / total as f64
+}
+
+/// The blob files referenced by `files` that a compaction of them should
+/// relocate out of: those with at least `ratio` garbage, or all of them
+/// when `all` (separation off: values go back inline).
+pub fn blob_gc_candidates<'f>(
+    version: &Version,
+    files: impl Iterator<Item = &'f Arc<FileMeta>>,
+    ratio: f64,
+    all: bool,
+) -> HashSet<FileNumber> {
+    files
+        .flat_map(|f| f.desc().blob_refs.iter().map(|&(b, _)| b))
+        .filter(|&b| all || garbage_ratio(version, b) >= ratio)
+        .collect()
+}
+
+/// A compaction that rewrites, in place, one L1+ SST referencing the blob
+/// file with the most garbage at or above `ratio` (any referenced blob file
+/// when `all`); `None` when there is nothing to collect or every candidate
+/// SST is `busy`.
+pub fn pick_blob_gc(
+    version: &Version,
+    ratio: f64,
+    all: bool,
+    busy: &dyn Fn(FileNumber) -> bool,
+) -> Option<Compaction> {
+    let mut worst: Vec<(f64, FileNumber)> = version
+        .blob_files()
+        .map(|b| (garbage_ratio(version, b.number()), b.number()))
+        .filter(|&(g, _)| all || g >= ratio)
+        .collect();
+    if worst.is_empty() {
+        return None;
+    }
+    worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (_, blob) in worst {
+        let found = version.iter().find(|(level, f)| {
+            *level > 0 && !busy(f.number()) && f.desc().blob_refs.iter().any(|&(b, _)| b == blob)
+        });
+        if let Some((level, f)) = found {
+            let level = usize::from(level);
+            return Some(build(
+                version,
+                level,
+                level,
+                vec![f.clone()],
+                Vec::new(),
+                CompactionReason::BlobGc,
+                0.0,
+            ));
+        }
+    }
+    None
+}
