@@ -67,8 +67,17 @@ enum LsmCommand {
         #[arg(long)]
         entries: bool,
     },
-    /// Verifies the manifest, every block of every SST it names, and every WAL
-    /// record; exits 1 if anything is damaged.
+    /// Prints one blob file: header, footer and, with --entries, every record.
+    DumpBlob {
+        /// The blob file.
+        file: PathBuf,
+        /// Also prints every record.
+        #[arg(long)]
+        entries: bool,
+    },
+    /// Verifies the manifest, every block of every SST and blob file it names,
+    /// every blob reference, and every WAL record; exits 1 if anything is
+    /// damaged.
     Check {
         /// The lsm directory.
         dir: PathBuf,
@@ -141,6 +150,7 @@ fn main() -> ExitCode {
         Command::Lsm { command } => match command {
             LsmCommand::Dump { dir, entries } => lsm::dump(&fs, dir, *entries, &mut out),
             LsmCommand::DumpSst { file, entries } => lsm::dump_sst(&fs, file, *entries, &mut out),
+            LsmCommand::DumpBlob { file, entries } => lsm::dump_blob(&fs, file, *entries, &mut out),
             LsmCommand::Check { dir } => lsm::check(&fs, dir, &mut out),
             LsmCommand::Stats { dir } => lsm::stats(&fs, dir, &mut out),
         },

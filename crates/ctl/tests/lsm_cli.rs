@@ -1,6 +1,7 @@
 //! `strata-ctl lsm` against directories the engine wrote: a clean one checks
 //! clean (exit 0) and its stats and dumps show what was written; a flipped
-//! byte in an SST makes `check` exit 1 naming the file.
+//! byte in an SST or a blob file makes `check` exit 1 naming the file; blob
+//! files are walked, referenced, dumped and counted.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -91,4 +92,86 @@ fn a_directory_without_current_is_not_an_lsm_directory() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let check = ctl(&["lsm", "check", tmp.path().to_str().expect("utf8")]);
     assert_eq!(check.status.code(), Some(1));
+}
+
+/// A directory whose values of 100 bytes or more are separated.
+fn populate_separated(dir: &Path) {
+    let mut options = Options::default();
+    options.default_column_family.blob.min_blob_size = Some(100);
+    let db = Db::open(dir, options).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    for i in 0..300u32 {
+        let len = if i % 3 == 0 { 20 } else { 300 };
+        db.put(
+            &w,
+            &cf,
+            format!("key{i:04}").as_bytes(),
+            &vec![b'a' + (i % 26) as u8; len],
+        )
+        .expect("put");
+    }
+    db.flush(&cf, true).expect("flush");
+    db.close().expect("close");
+}
+
+fn file_ending(dir: &Path, ext: &str) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == ext))
+        .expect("a file of that kind")
+}
+
+#[test]
+fn blob_files_are_checked_followed_dumped_and_counted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    populate_separated(dir);
+    let d = dir.to_str().expect("utf8 path");
+
+    let check = ctl(&["lsm", "check", d]);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check));
+    assert!(
+        text(&check).contains("1 blob files, 200 blob references"),
+        "{}",
+        text(&check)
+    );
+
+    let stats = ctl(&["lsm", "stats", d]);
+    assert!(text(&stats).contains("blob files: 1"), "{}", text(&stats));
+    assert!(text(&stats).contains("(0.0% garbage)"), "{}", text(&stats));
+
+    let dump = ctl(&["lsm", "dump", d]);
+    assert!(text(&dump).contains(".blob"), "{}", text(&dump));
+
+    let blob = file_ending(dir, "blob");
+    let dump = ctl(&[
+        "lsm",
+        "dump-blob",
+        "--entries",
+        blob.to_str().expect("utf8"),
+    ]);
+    assert_eq!(dump.status.code(), Some(0), "{}", text(&dump));
+    assert!(text(&dump).contains("200 records"), "{}", text(&dump));
+    assert!(text(&dump).contains("\"key0299\""), "{}", text(&dump));
+}
+
+#[test]
+fn a_flipped_byte_in_a_blob_file_makes_check_fail_naming_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    populate_separated(dir);
+    let blob = file_ending(dir, "blob");
+    let mut bytes = std::fs::read(&blob).expect("read");
+    bytes[200] ^= 0x04;
+    std::fs::write(&blob, bytes).expect("write");
+    let check = ctl(&["lsm", "check", dir.to_str().expect("utf8")]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
+    let name = blob
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    assert!(text(&check).contains(&name), "{}", text(&check));
 }

@@ -1,5 +1,6 @@
 //! The block cache: decoded, validated blocks shared by every reader of
-//! every SST file, bounded in bytes.
+//! every SST file, and the decompressed blocks of blob files, under one
+//! budget in bytes.
 //!
 //! Built on `quick_cache` (its sharded `sync::Cache` with a weighter): it is
 //! maintained, has no background threads, and its CLOCK-PRO-style policy keeps
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
+use crate::blob::BlobBlock;
 use crate::sst::Block;
 
 /// Bytes charged per cached block on top of its contents (the `Block`
@@ -33,18 +35,30 @@ const PER_BLOCK_OVERHEAD: u64 = 96;
 /// A block's cache key: (file number, offset of the block in the file).
 pub type BlockKey = (u64, u64);
 
+/// A cached block: an SST's, decoded, or a blob file's, decompressed.
+/// File numbers are unique across both kinds, so one key space serves.
+#[derive(Debug, Clone)]
+enum Cached {
+    Table(Arc<Block>),
+    Blob(Arc<BlobBlock>),
+}
+
 #[derive(Debug, Clone)]
 struct BlockWeighter;
 
-impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
-    fn weight(&self, _key: &BlockKey, block: &Arc<Block>) -> u64 {
-        block.len() as u64 + PER_BLOCK_OVERHEAD
+impl Weighter<BlockKey, Cached> for BlockWeighter {
+    fn weight(&self, _key: &BlockKey, block: &Cached) -> u64 {
+        let len = match block {
+            Cached::Table(b) => b.len(),
+            Cached::Blob(b) => b.raw().len(),
+        };
+        len as u64 + PER_BLOCK_OVERHEAD
     }
 }
 
 /// A cache of decoded blocks, shared across files and threads.
 pub struct BlockCache {
-    cache: Cache<BlockKey, Arc<Block>, BlockWeighter>,
+    cache: Cache<BlockKey, Cached, BlockWeighter>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -67,14 +81,32 @@ impl BlockCache {
         }
     }
 
-    /// The cached block at `offset` of file `file_number`, if any.
+    /// The cached block at `offset` of SST file `file_number`, if any.
     pub fn get(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
-        self.cache.get(&(file_number, offset))
+        match self.cache.get(&(file_number, offset))? {
+            Cached::Table(b) => Some(b),
+            Cached::Blob(_) => None,
+        }
     }
 
-    /// Caches a block.
+    /// Caches a block of an SST file.
     pub fn insert(&self, file_number: u64, offset: u64, block: Arc<Block>) {
-        self.cache.insert((file_number, offset), block);
+        self.cache
+            .insert((file_number, offset), Cached::Table(block));
+    }
+
+    /// The cached block at `offset` of blob file `file_number`, if any.
+    pub fn get_blob(&self, file_number: u64, offset: u64) -> Option<Arc<BlobBlock>> {
+        match self.cache.get(&(file_number, offset))? {
+            Cached::Blob(b) => Some(b),
+            Cached::Table(_) => None,
+        }
+    }
+
+    /// Caches a block of a blob file (checked and decompressed).
+    pub fn insert_blob(&self, file_number: u64, offset: u64, block: Arc<BlobBlock>) {
+        self.cache
+            .insert((file_number, offset), Cached::Blob(block));
     }
 
     /// Drops every cached block of `file_number` (after the file is deleted).

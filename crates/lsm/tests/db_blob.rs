@@ -63,6 +63,21 @@ fn check_all(db: &Db, n: u32, round: u64, ctx: &str) {
     assert!(scan_backward(&mut it) == want, "{ctx}: backward scan");
 }
 
+/// The index `i` of `key(i)`.
+fn key_index(key: &[u8]) -> u32 {
+    std::str::from_utf8(&key[3..]).unwrap().parse().unwrap()
+}
+
+/// A database holding `n` keys of round 1, flushed, closed.
+fn flushed_and_closed(n: u32) -> MemFs {
+    let fs = MemFs::new();
+    let db = open(&fs, separated_options()).unwrap();
+    write_all(&db, n, 1);
+    db.flush(&db.default_column_family(), true).unwrap();
+    db.close().unwrap();
+    fs
+}
+
 fn files_ending(fs: &MemFs, suffix: &str) -> Vec<String> {
     let mut names: Vec<String> = fs
         .list(Path::new(DIR))
@@ -166,11 +181,7 @@ fn a_power_cut_after_a_flush_keeps_every_separated_value() {
 
 #[test]
 fn a_damaged_blob_file_is_an_error_never_another_value() {
-    let fs = MemFs::new();
-    let db = open(&fs, separated_options()).unwrap();
-    write_all(&db, 120, 1);
-    db.flush(&db.default_column_family(), true).unwrap();
-    db.close().unwrap();
+    let fs = flushed_and_closed(120);
     let blob = Path::new(DIR).join(&files_ending(&fs, ".blob")[0]);
     let len = fs.open(&blob, false).unwrap().len().unwrap();
     let mut errors = 0;
@@ -268,10 +279,7 @@ fn a_blob_file_whose_values_were_all_overwritten_goes_once_its_last_reader_does(
     let mut seen = 0;
     it.seek_to_first().unwrap();
     while it.valid() {
-        let i: u32 = std::str::from_utf8(&it.key()[3..])
-            .unwrap()
-            .parse()
-            .unwrap();
+        let i = key_index(it.key());
         assert!(it.value() == val(i, 2));
         seen += 1;
         it.next().unwrap();
@@ -386,4 +394,49 @@ fn separation_turned_off_moves_every_value_back_inline() {
         files_ending(&fs, ".blob").is_empty()
     });
     check_range(&db, 0..1501, 1);
+}
+
+/// Key-only reads never touch blob files: with every blob block damaged,
+/// `key_exists` and a `key_only` scan still answer, where `get` reports
+/// the damage.
+#[test]
+fn key_only_reads_never_touch_blob_files() {
+    let fs = flushed_and_closed(60);
+    for name in files_ending(&fs, ".blob") {
+        let path = Path::new(DIR).join(name);
+        let len = fs.open(&path, false).unwrap().len().unwrap();
+        for offset in (40..len - 48).step_by(64) {
+            fs.corrupt(&path, offset, 0xff).unwrap();
+        }
+    }
+    let db = open(&fs, separated_options()).unwrap();
+    let cf = db.default_column_family();
+    let read = ReadOptions::default();
+    assert!(matches!(
+        db.get(&read, &cf, &key(1)),
+        Err(Error::Corruption { .. })
+    ));
+    for i in 0..60 {
+        assert!(db.key_exists(&read, &cf, &key(i)).unwrap(), "key {i}");
+    }
+    assert!(!db.key_exists(&read, &cf, b"absent").unwrap());
+    let key_only = ReadOptions {
+        key_only: true,
+        ..ReadOptions::default()
+    };
+    let mut it = db.iter(&key_only, &cf).unwrap();
+    let mut keys = Vec::new();
+    it.seek_to_first().unwrap();
+    while it.valid() {
+        let i = key_index(it.key());
+        if i.is_multiple_of(2) {
+            assert!(it.value() == val(i, 1), "inline value of key {i}");
+        } else {
+            assert!(it.value().is_empty() && it.kind() == strata_lsm::ValueKind::BlobIndex);
+        }
+        keys.push(i);
+        it.next().unwrap();
+    }
+    keys.sort_unstable();
+    assert_eq!(keys, (0..60).collect::<Vec<_>>());
 }

@@ -150,6 +150,7 @@ fn run(ops: Vec<Op>, options: fn() -> Options) {
                     lower_bound: lower.map(key),
                     upper_bound: upper.map(key),
                     prefix: None,
+                    key_only: false,
                 };
                 let bounds_inverted = matches!((lower, upper), (Some(l), Some(u)) if l > u);
                 let it = db.iter(&read, &cfs[cf]);

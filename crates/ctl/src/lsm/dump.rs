@@ -68,6 +68,22 @@ pub fn dump(
                         f.smallest_seqno,
                         f.largest_seqno
                     )?;
+                    for (blob, n) in &f.blob_refs {
+                        writeln!(out, "          references {blob:016x}.blob: {}", bytes(*n))?;
+                    }
+                }
+                for n in &e.deleted_blob_files {
+                    writeln!(out, "      - {n:016x}.blob")?;
+                }
+                for b in &e.added_blob_files {
+                    writeln!(
+                        out,
+                        "      + {:016x}.blob {}, {} records, {} of values",
+                        b.number,
+                        bytes(b.size),
+                        b.record_count,
+                        bytes(b.value_bytes)
+                    )?;
                 }
             }
         }
@@ -246,6 +262,9 @@ pub fn stats(fs: &dyn FileSystem, dir: &Path, out: &mut dyn Write) -> Result<Ver
                 v.level_len(level),
                 bytes(v.level_bytes(level))
             )?;
+        }
+        if let Some(line) = super::blob::blob_stats_line(v) {
+            writeln!(out, "{line}")?;
         }
     }
     let names = fs.list(dir).map_err(CtlError::io("list", dir))?;

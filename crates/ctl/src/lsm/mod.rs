@@ -3,6 +3,7 @@
 //! `open` uses, so the tool and the engine never disagree on what a
 //! directory holds).
 
+mod blob;
 mod check;
 mod dump;
 
@@ -12,6 +13,7 @@ use strata_fs::FileSystem;
 use strata_lsm::db::inspect::{replay_manifest, ManifestState};
 use strata_lsm::{ObsoleteFiles, Options};
 
+pub use blob::dump_blob;
 pub use check::check;
 pub use dump::{dump, dump_sst, stats};
 

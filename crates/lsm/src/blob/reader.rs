@@ -40,6 +40,7 @@ pub struct BlobFileReader {
 pub struct BlobBlock {
     /// Offset of the stored block in its file.
     pub offset: u64,
+    stored_len: u32,
     raw: Vec<u8>,
 }
 
@@ -47,6 +48,11 @@ impl BlobBlock {
     /// The decompressed bytes.
     pub fn raw(&self) -> &[u8] {
         &self.raw
+    }
+
+    /// The stored size it was read as (trailer included).
+    pub fn stored_len(&self) -> u32 {
+        self.stored_len
     }
 }
 
@@ -136,7 +142,11 @@ impl BlobFileReader {
         if raw.is_empty() {
             return Err(self.corruption(offset, "an empty block"));
         }
-        Ok(BlobBlock { offset, raw })
+        Ok(BlobBlock {
+            offset,
+            stored_len: size,
+            raw,
+        })
     }
 
     /// The value `r` points at, which must have been written under `key`.
@@ -154,7 +164,7 @@ impl BlobFileReader {
     /// The value `r` points at in `block` (read for `r`'s extent), which
     /// must have been written under `key`.
     pub fn value_in<'b>(&self, block: &'b BlobBlock, r: &BlobRef, key: &[u8]) -> Result<&'b [u8]> {
-        if block.offset != r.block_offset {
+        if block.offset != r.block_offset || block.stored_len != r.block_size {
             return Err(Error::InvalidArgument(format!(
                 "a reference into the block at {} asked of the block at {}",
                 r.block_offset, block.offset

@@ -323,7 +323,12 @@ impl DbInner {
                     }
                     compaction::sst_file_name(n)
                 }
-                ObsoleteFile::Blob(n) => compaction::blob_file_name(n),
+                ObsoleteFile::Blob(n) => {
+                    if let Some(cache) = &self.cache {
+                        cache.evict_file(n);
+                    }
+                    compaction::blob_file_name(n)
+                }
             };
             // A file that stays is a leftover the next open removes.
             let _ = self.fs.remove(&self.dir.join(name));

@@ -14,6 +14,7 @@ use super::cf::{ColumnFamily, SEPARATION_OFF};
 use super::options::check_min_blob_size;
 use super::Db;
 use crate::blob::{BlobBlock, BlobFileReader, BlobRef};
+use crate::cache::BlockCache;
 use crate::compaction::blob_file_name;
 use crate::error::{Error, Result};
 use crate::version::Version;
@@ -40,19 +41,26 @@ impl Db {
 
 /// Follows blob references for one reader. Keeps the last block read, so a
 /// scan over values written together (one block holds many small ones)
-/// reads each block once.
+/// reads each block once, and shares blocks through the block cache, whose
+/// budget blob blocks and SST blocks draw on together.
 #[derive(Debug)]
 pub(crate) struct BlobValues {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
-    last: Option<(Arc<BlobFileReader>, BlobBlock)>,
+    cache: Option<Arc<BlockCache>>,
+    last: Option<(Arc<BlobFileReader>, Arc<BlobBlock>)>,
 }
 
 impl BlobValues {
-    pub(crate) fn new(fs: Arc<dyn FileSystem>, dir: &Path) -> BlobValues {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cache: Option<Arc<BlockCache>>,
+    ) -> BlobValues {
         BlobValues {
             fs,
             dir: dir.to_path_buf(),
+            cache,
             last: None,
         }
     }
@@ -70,11 +78,28 @@ impl BlobValues {
             Error::corruption(&self.dir, 0, format!("blob reference of key {key:?}: {e}"))
         })?;
         let cached = self.last.as_ref().is_some_and(|(reader, block)| {
-            reader.file_number() == r.file_number && block.offset == r.block_offset
+            reader.file_number() == r.file_number
+                && block.offset == r.block_offset
+                && block.stored_len() == r.block_size
         });
         if !cached {
             let reader = self.reader(version, r.file_number)?;
-            let block = reader.read_block(r.block_offset, r.block_size)?;
+            let block = match self
+                .cache
+                .as_ref()
+                .and_then(|c| c.get_blob(r.file_number, r.block_offset))
+            {
+                // A cached block was read for the same extent: a reference
+                // naming another size at this offset is checked by reading.
+                Some(b) if b.stored_len() == r.block_size => b,
+                _ => {
+                    let b = Arc::new(reader.read_block(r.block_offset, r.block_size)?);
+                    if let Some(c) = &self.cache {
+                        c.insert_blob(r.file_number, r.block_offset, b.clone());
+                    }
+                    b
+                }
+            };
             self.last = Some((reader, block));
         }
         let (reader, block) = self.last.as_ref().expect("read above");

@@ -175,7 +175,9 @@ impl DbInner {
             cf.options.blob.garbage_ratio,
             !separating,
         );
-        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir));
+        // Compaction reads do not fill the block cache (they would evict what
+        // readers use).
+        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));
         let read = |key: &[u8], reference: &[u8]| {
             let mut out = Vec::new();
             values

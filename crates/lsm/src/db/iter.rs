@@ -84,6 +84,8 @@ pub struct DbIterator {
     blobs: BlobValues,
     /// The current separated value, fetched when the cursor reached it.
     blob_value: Vec<u8>,
+    /// `ReadOptions::key_only`: separated values are not fetched.
+    key_only: bool,
     state: Arc<ReadState>,
     _snapshot: Option<super::Snapshot>,
 }
@@ -171,7 +173,7 @@ impl DbIterator {
     /// Reads the current value from its blob file when it is separated.
     fn load_value(&mut self) -> Result<()> {
         self.blob_value.clear();
-        if self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
+        if !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
             self.blobs.fetch(
                 &self.state.version,
                 self.inner.key(),
@@ -243,8 +245,9 @@ impl Db {
         };
         Ok(DbIterator {
             inner: SnapshotIterator::new(MergingIterator::new(sources), seqno, set, iter_options),
-            blobs: BlobValues::new(inner.fs.clone(), &inner.dir),
+            blobs: BlobValues::new(inner.fs.clone(), &inner.dir, inner.cache.clone()),
             blob_value: Vec::new(),
+            key_only: options.key_only,
             state: rs,
             _snapshot: options.snapshot.clone(),
         })

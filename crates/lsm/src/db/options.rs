@@ -251,4 +251,8 @@ pub struct ReadOptions {
     pub upper_bound: Option<Vec<u8>>,
     /// Iterators: yield only keys with this prefix.
     pub prefix: Option<Vec<u8>>,
+    /// Iterators: never read blob files. A separated value's
+    /// `DbIterator::value` is then empty (its `kind` is `BlobIndex`); inline
+    /// values are returned as always. For scans that need keys only.
+    pub key_only: bool,
 }

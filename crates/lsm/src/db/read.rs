@@ -23,13 +23,30 @@ impl Db {
         cf: &ColumnFamily,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>> {
+        self.point_read(options, cf, key, true)
+    }
+
+    /// Whether `key` is present in `cf` (at the snapshot of `options` or the
+    /// latest write), without reading its value from a blob file.
+    pub fn key_exists(&self, options: &ReadOptions, cf: &ColumnFamily, key: &[u8]) -> Result<bool> {
+        self.point_read(options, cf, key, false)
+            .map(|v| v.is_some())
+    }
+
+    fn point_read(
+        &self,
+        options: &ReadOptions,
+        cf: &ColumnFamily,
+        key: &[u8],
+        fetch_blob: bool,
+    ) -> Result<Option<Vec<u8>>> {
         let inner = self.inner();
         inner.check_open()?;
         let state = cf.live()?;
         check_key(key)?;
         let seqno = inner.read_seqno(options);
         let rs = state.installer.load();
-        inner.get_at(&rs, key, seqno)
+        inner.lookup(&rs, key, seqno, fetch_blob)
     }
 
     /// The values of `keys` in `cf`, in order, all at one sequence number.
@@ -96,11 +113,24 @@ impl DbInner {
     /// unless a range tombstone of the same source is newer; a tombstone
     /// alone ends the search (older sources hold only older versions).
     fn get_at(&self, rs: &ReadState, key: &[u8], seqno: SeqNo) -> Result<Option<Vec<u8>>> {
+        self.lookup(rs, key, seqno, true)
+    }
+
+    /// As `get_at`; a separated value is fetched only with `fetch_blob`
+    /// (without it, its reference stands for it: presence is all it tells).
+    fn lookup(
+        &self,
+        rs: &ReadState,
+        key: &[u8],
+        seqno: SeqNo,
+        fetch_blob: bool,
+    ) -> Result<Option<Vec<u8>>> {
         let found = |kind: ValueKind, value: Vec<u8>| match kind {
             ValueKind::Put => Ok(Some(value)),
+            ValueKind::BlobIndex if !fetch_blob => Ok(Some(value)),
             ValueKind::BlobIndex => {
                 let mut out = Vec::new();
-                BlobValues::new(self.fs.clone(), &self.dir).fetch(
+                BlobValues::new(self.fs.clone(), &self.dir, self.cache.clone()).fetch(
                     &rs.version,
                     key,
                     &value,
