@@ -108,6 +108,11 @@ pub struct LsmArgs {
     /// Flush and compaction threads of every engine.
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub(super) background_threads: usize,
+    /// Key-value separation in every engine: values of at least this many
+    /// bytes go to blob files (Strata, RocksDB's BlobDB, fjall's blobs).
+    /// Off unless given.
+    #[arg(long, value_parser = parse_bytes)]
+    pub(super) blob_min_size: Option<u64>,
     /// Parent directory; each engine gets a subdirectory, wiped before and
     /// after each run.
     #[arg(long, default_value = "./strata-data/lsm")]
@@ -134,6 +139,7 @@ impl LsmArgs {
             lz4: self.compression == OnOff::On,
             block_cache_bytes: self.block_cache,
             background_threads: self.background_threads,
+            blob_min_bytes: self.blob_min_size,
         }
     }
 

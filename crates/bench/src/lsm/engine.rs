@@ -151,6 +151,10 @@ pub struct KvSettings {
     pub block_cache_bytes: u64,
     /// Threads for flushes and compactions.
     pub background_threads: usize,
+    /// Key-value separation: values of at least this many bytes go to blob
+    /// files (Strata's `min_blob_size`, RocksDB's BlobDB `min_blob_size`,
+    /// fjall's `separation_threshold`); `None` keeps every value inline.
+    pub blob_min_bytes: Option<u64>,
 }
 
 impl Default for KvSettings {
@@ -166,6 +170,7 @@ impl Default for KvSettings {
             lz4: true,
             block_cache_bytes: 512 << 20,
             background_threads: 2,
+            blob_min_bytes: None,
         }
     }
 }

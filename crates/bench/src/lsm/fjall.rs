@@ -19,7 +19,9 @@ use fjall::compaction::Leveled;
 use fjall::config::{
     BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry,
 };
-use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{
+    CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode,
+};
 
 use super::engine::{KvEngine, KvOp, KvSettings, ScanOutcome, WriteFlags};
 use crate::engines::EngineError;
@@ -81,6 +83,9 @@ impl FjallKv {
             .with_table_target_size(s.target_file_bytes)
             .with_l0_threshold(l0);
         let write_buffer = s.write_buffer_bytes;
+        let separation = s.blob_min_bytes.map(|min| {
+            KvSeparationOptions::default().separation_threshold(min.min(u64::from(u32::MAX)) as u32)
+        });
         let keyspace = db
             .keyspace(KEYSPACE, move || {
                 KeyspaceCreateOptions::default()
@@ -90,6 +95,7 @@ impl FjallKv {
                     .data_block_compression_policy(compression.clone())
                     .index_block_compression_policy(compression)
                     .compaction_strategy(Arc::new(strategy))
+                    .with_kv_separation(separation.clone())
             })
             .map_err(err("open keyspace"))?;
         Ok(FjallKv { db, keyspace })

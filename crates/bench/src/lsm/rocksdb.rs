@@ -47,6 +47,18 @@ pub(crate) fn options(s: &KvSettings) -> (Options, Cache) {
     // Strata sizes levels from the last one by default, as does RocksDB
     // since 8.4; set explicitly so that an older library matches too.
     o.set_level_compaction_dynamic_level_bytes(true);
+    if let Some(min) = s.blob_min_bytes {
+        // BlobDB, integrated: blob files written by flush and compaction,
+        // GC in compaction (its defaults: age cutoff 0.25).
+        o.set_enable_blob_files(true);
+        o.set_min_blob_size(min);
+        o.set_enable_blob_gc(true);
+        o.set_blob_compression_type(if s.lz4 {
+            DBCompressionType::Lz4
+        } else {
+            DBCompressionType::None
+        });
+    }
     o.set_compression_type(if s.lz4 {
         DBCompressionType::Lz4
     } else {

@@ -43,6 +43,8 @@ pub fn options(s: &KvSettings) -> Options {
     cf.compaction.target_file_bytes = s.target_file_bytes;
     cf.compaction.base_level_bytes = s.base_level_bytes;
     cf.compaction.level0_compaction_trigger = s.level0_compaction_trigger;
+    cf.blob.min_blob_size = s.blob_min_bytes;
+    cf.blob.compression = cf.table.compression;
     o
 }
 
