@@ -5,18 +5,24 @@
 //! blob file to find its live values and then looking each key up (Titan's
 //! foreground GC), the values are moved by the compactions that rewrite the
 //! SSTs referencing them: a compaction whose inputs reference a blob file
-//! with at least `garbage_ratio` of garbage reads each surviving reference
-//! into it and writes the value again, into the run's own blob file (or
-//! inline, when it is now under the threshold or separation is off). Values
-//! whose entries the compaction drops are never read. Once the last SST
-//! referencing the old file is rewritten, the file leaves the version.
+//! with enough garbage reads each surviving reference into it and writes
+//! the value again, into the run's own blob file (or inline, when it is now
+//! under the threshold or separation is off). Values whose entries the
+//! compaction drops are never read. Once the last SST referencing the old
+//! file is rewritten, the file leaves the version.
 //!
-//! When no compaction is due, [`pick_blob_gc`] picks one: it rewrites in
-//! place an L1+ SST that references the blob file with the most garbage,
-//! so that a file pinned by cold SSTs is still collected. The same pick,
-//! with separation off, re-inlines values: every referenced blob file is
-//! then a candidate, and each rewrite moves its SST's values back inline.
-//! Both run as ordinary compactions: rate-limited, never on the write path.
+//! How much is enough is a matter of cost ([`GcPolicy`]): relocating a file
+//! of garbage ratio `g` rewrites `1 - g` live bytes to free `g`, so a
+//! compaction collects only files at least `garbage_ratio` (0.5) garbage
+//! while the family's blob space amplification (value bytes in blob files
+//! over live ones) is within `space_amp_target` (1.25). Above the target,
+//! any file whose garbage alone would break the target (`1 - 1 /
+//! target`, 0.2) is collected, and when no compaction is due,
+//! [`pick_blob_gc`] rewrites in place an L1+ SST referencing the file with
+//! the most garbage, so that a file pinned by cold SSTs is still collected.
+//! With separation off, every referenced blob file is a candidate and the
+//! rewrites move values back inline. All of it runs as ordinary
+//! compactions: rate-limited, never on the write path.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -72,31 +78,83 @@ pub fn garbage_ratio(version: &Version, number: FileNumber) -> f64 {
     1.0 - live as f64 / total as f64
 }
 
+/// The value bytes in `version`'s blob files over the live ones (1 when
+/// it has none; infinite when none is live).
+pub fn blob_space_amp(version: &Version) -> f64 {
+    let (mut total, mut live) = (0u64, 0u64);
+    for b in version.blob_files() {
+        total += b.desc().value_bytes;
+        live += version
+            .blob_live(b.number())
+            .bytes
+            .min(b.desc().value_bytes);
+    }
+    match (total, live) {
+        (0, _) => 1.0,
+        (_, 0) => f64::INFINITY,
+        _ => total as f64 / live as f64,
+    }
+}
+
+/// When blob files are collected (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GcPolicy {
+    /// A compaction collects a file at least this much garbage while the
+    /// space amplification is within the target.
+    pub garbage_ratio: f64,
+    /// Blob value bytes over live ones that GC keeps the family under.
+    pub space_amp_target: f64,
+    /// Separation is off: every referenced file is collected (re-inlined).
+    pub all: bool,
+}
+
+impl GcPolicy {
+    /// The garbage ratio from which a compaction on `version` collects a
+    /// file: `garbage_ratio` within the target, `1 - 1 / target` above it,
+    /// 0 when separation is off.
+    pub fn threshold(&self, version: &Version) -> f64 {
+        if self.all {
+            0.0
+        } else if blob_space_amp(version) > self.space_amp_target {
+            self.over_target_ratio()
+        } else {
+            self.garbage_ratio
+        }
+    }
+
+    fn over_target_ratio(&self) -> f64 {
+        (1.0 - 1.0 / self.space_amp_target).min(self.garbage_ratio)
+    }
+}
+
 /// The blob files referenced by `files` that a compaction of them should
-/// relocate out of: those with at least `ratio` garbage, or all of them
-/// when `all` (separation off: values go back inline).
+/// relocate out of, under `policy`.
 pub fn blob_gc_candidates<'f>(
     version: &Version,
     files: impl Iterator<Item = &'f Arc<FileMeta>>,
-    ratio: f64,
-    all: bool,
+    policy: &GcPolicy,
 ) -> HashSet<FileNumber> {
+    let threshold = policy.threshold(version);
     files
         .flat_map(|f| f.desc().blob_refs.iter().map(|&(b, _)| b))
-        .filter(|&b| all || garbage_ratio(version, b) >= ratio)
+        .filter(|&b| policy.all || garbage_ratio(version, b) >= threshold)
         .collect()
 }
 
 /// A compaction that rewrites, in place, one L1+ SST referencing the blob
-/// file with the most garbage at or above `ratio` (any referenced blob file
-/// when `all`); `None` when there is nothing to collect or every candidate
-/// SST is `busy`.
+/// file with the most garbage, when the family is over its space target
+/// (or separation is off: any referenced file); `None` when there is
+/// nothing to collect or every candidate SST is `busy`.
 pub fn pick_blob_gc(
     version: &Version,
-    ratio: f64,
-    all: bool,
+    policy: &GcPolicy,
     busy: &dyn Fn(FileNumber) -> bool,
 ) -> Option<Compaction> {
+    let all = policy.all;
+    if !all && blob_space_amp(version) <= policy.space_amp_target {
+        return None;
+    }
+    let ratio = policy.over_target_ratio();
     let mut worst: Vec<(f64, FileNumber)> = version
         .blob_files()
         .map(|b| (garbage_ratio(version, b.number()), b.number()))

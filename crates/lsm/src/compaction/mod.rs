@@ -28,7 +28,10 @@ mod picker;
 mod rate_limiter;
 mod separate;
 
-pub use blob_gc::{blob_gc_candidates, garbage_ratio, pick_blob_gc, BlobGc, ReadBlobValue};
+pub use blob_gc::{
+    blob_gc_candidates, blob_space_amp, garbage_ratio, pick_blob_gc, BlobGc, GcPolicy,
+    ReadBlobValue,
+};
 pub use flush::flush_memtables;
 pub use job::{run_compaction, CompactionStats};
 pub use options::CompactionOptions;

@@ -283,12 +283,7 @@ fn next_job(db: &DbInner, s: &mut BgState) -> Option<Job> {
         let busy = &s.busy;
         let picked = compaction::pick(&version, &cf.options.compaction, &|n| busy.contains(&n))
             .or_else(|| {
-                compaction::pick_blob_gc(
-                    &version,
-                    cf.options.blob.garbage_ratio,
-                    cf.blob_output().is_none(),
-                    &|n| busy.contains(&n),
-                )
+                compaction::pick_blob_gc(&version, &cf.gc_policy(), &|n| busy.contains(&n))
             });
         if let Some(c) = picked {
             if c.input_level == 0 && !s.l0_running.insert(id) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::options::ColumnFamilyOptions;
 use crate::column_family::ColumnFamilyId;
-use crate::compaction::BlobOutput;
+use crate::compaction::{BlobOutput, GcPolicy};
 use crate::error::{Error, Result};
 use crate::read_state::Installer;
 
@@ -69,6 +69,15 @@ impl fmt::Debug for CfState {
 impl CfState {
     pub fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)
+    }
+
+    /// When blob files are collected, as of now.
+    pub fn gc_policy(&self) -> GcPolicy {
+        GcPolicy {
+            garbage_ratio: self.options.blob.garbage_ratio,
+            space_amp_target: self.options.blob.space_amp_target,
+            all: self.blob_output().is_none(),
+        }
     }
 
     /// How a flush or compaction starting now separates values.

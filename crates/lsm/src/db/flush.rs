@@ -168,13 +168,7 @@ impl DbInner {
         // Blob GC: the version the inputs are in holds the blob files they
         // reference, and reads through it cannot see a file deleted.
         let version = cf.installer.load().version.clone();
-        let separating = cf.blob_output().is_some();
-        let files = compaction::blob_gc_candidates(
-            &version,
-            c.files(),
-            cf.options.blob.garbage_ratio,
-            !separating,
-        );
+        let files = compaction::blob_gc_candidates(&version, c.files(), &cf.gc_policy());
         // Compaction reads do not fill the block cache (they would evict what
         // readers use).
         let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));

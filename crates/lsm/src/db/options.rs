@@ -102,12 +102,17 @@ pub struct BlobOptions {
     /// A blob file is closed once it reaches this size. Default 256 MiB;
     /// 64 KiB to 64 GiB.
     pub target_file_bytes: u64,
-    /// A blob file with at least this share of garbage (value bytes no SST
-    /// references) has its live values moved by the compactions that rewrite
-    /// its SSTs, and by in-place rewrites when no compaction is due. 0.2
-    /// (the default) keeps each file's space amplification at most 1.25;
-    /// 0.01 to 1.
+    /// While the family is within `space_amp_target`, a compaction moves
+    /// the live values out of a blob file its inputs reference only once
+    /// the file is at least this share garbage (value bytes no SST
+    /// references): relocating a file of garbage `g` rewrites `1 - g` to
+    /// free `g`. Default 0.5; 0.01 to 1.
     pub garbage_ratio: f64,
+    /// The most value bytes in blob files per live one that GC lets stand:
+    /// above it, compactions collect every file with `1 - 1 / target` of
+    /// garbage, and SSTs are rewritten in place when no compaction is due.
+    /// Default 1.25; 1.05 to 10.
+    pub space_amp_target: f64,
 }
 
 impl Default for BlobOptions {
@@ -118,7 +123,8 @@ impl Default for BlobOptions {
             block_size_bytes: writer.block_size_bytes,
             compression: writer.compression,
             target_file_bytes: 256 << 20,
-            garbage_ratio: 0.2,
+            garbage_ratio: 0.5,
+            space_amp_target: 1.25,
         }
     }
 }
