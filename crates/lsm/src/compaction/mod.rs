@@ -6,8 +6,9 @@
 //! - `picker`: which files to compact next (dynamic level sizes, scores,
 //!   clean cuts, trivial moves, manual ranges, compaction debt);
 //! - `output`: writing a sorted run (snapshot-stripe garbage collection,
-//!   range tombstones, the compaction filter, output cutting, cleanup on
-//!   error), shared by `flush` and `job`;
+//!   range tombstones, the compaction filter), shared by `flush` and `job`;
+//!   `outputs`: its files (output cutting, tombstones per file, cleanup on
+//!   error);
 //! - `separate`: key-value separation inside a run (values to blob files,
 //!   references to the SST); `blob_gc`: relocating values out of blob files
 //!   with too much garbage, and the in-place rewrites that do it when no
@@ -24,6 +25,7 @@ mod flush;
 mod job;
 mod options;
 mod output;
+mod outputs;
 mod picker;
 mod rate_limiter;
 mod separate;
