@@ -283,6 +283,7 @@ fn run_engine(
                 latency_us_p50: latency(0.5),
                 latency_us_p99: latency(0.99),
                 latency_us_p999: latency(0.999),
+                latency_us_max: latency(1.0),
                 hit_ratio: reads.then(|| m.found as f64 / m.ops.max(1) as f64),
                 entries_per_seek: (w == Workload::Seekrandom)
                     .then(|| m.found as f64 / m.ops.max(1) as f64),

@@ -61,6 +61,8 @@ pub struct LsmRecord {
     pub latency_us_p99: Option<u64>,
     /// 99.9th percentile.
     pub latency_us_p999: Option<u64>,
+    /// The slowest call: for writes, the worst pause a writer saw.
+    pub latency_us_max: Option<u64>,
     /// Reads that found their key over reads (read workloads).
     pub hit_ratio: Option<f64>,
     /// Entries a seek read on average (seekrandom).
@@ -118,6 +120,7 @@ pub fn median_record(records: &[LsmRecord]) -> LsmRecord {
         latency_us_p50: ou(&|r| r.latency_us_p50),
         latency_us_p99: ou(&|r| r.latency_us_p99),
         latency_us_p999: ou(&|r| r.latency_us_p999),
+        latency_us_max: ou(&|r| r.latency_us_max),
         hit_ratio: of(&|r| r.hit_ratio),
         entries_per_seek: of(&|r| r.entries_per_seek),
         background_writes_per_sec: of(&|r| r.background_writes_per_sec),
@@ -194,6 +197,11 @@ pub fn table(records: &[&LsmRecord], runs: usize) -> Table {
         "latency p99.9 (us)",
         &|r| us(r.latency_us_p999),
         Some(&|r| r.latency_us_p999.map(|v| v as f64)),
+    );
+    row(
+        "latency max (us)",
+        &|r| us(r.latency_us_max),
+        Some(&|r| r.latency_us_max.map(|v| v as f64)),
     );
     if records.iter().any(|r| r.hit_ratio.is_some()) {
         row(
