@@ -89,6 +89,8 @@ rows = [
     ("ingest max (us)", "ingest_latency_us_max", False),
     ("seqno hold p99.99 (us)", "seqno_hold_us_p9999", False),
     ("seqno hold max (us)", "seqno_hold_us_max", False),
+    ("seqno reserved p99.99 (us)", "seqno_reserved_us_p9999", False),
+    ("seqno reserved max (us)", "seqno_reserved_us_max", False),
 ]
 def cell(v):
     if v is None:
