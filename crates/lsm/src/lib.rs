@@ -72,7 +72,7 @@ pub use version::{
 pub mod db;
 
 pub use db::{
-    latch_waits_on_this_thread, ColumnFamily, ColumnFamilyOptions, CompactionInfo, Db, DbIterator,
-    EventListener, FlushInfo, Hooks, IngestOptions, IngestReport, Options, ReadOptions,
-    RecoveryReport, Snapshot, Statistics, WriteOptions,
+    latch_waits_on_this_thread, BlobFileStats, ColumnFamily, ColumnFamilyOptions, CompactionInfo,
+    Db, DbIterator, EventListener, FlushInfo, Hooks, IngestOptions, IngestReport, Options,
+    ReadOptions, RecoveryReport, Snapshot, Statistics, WriteOptions,
 };

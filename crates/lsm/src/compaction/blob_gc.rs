@@ -13,24 +13,23 @@
 //!
 //! How much is enough is a matter of cost ([`GcPolicy`]): relocating a file
 //! of garbage ratio `g` rewrites `1 - g` live bytes to free `g`, so a
-//! compaction collects only files at least `garbage_ratio` (0.5) garbage
-//! while the family's blob space amplification (value bytes in blob files
-//! over live ones) is within `space_amp_target` (1.25). Above the target,
-//! any file whose garbage alone would break the target (`1 - 1 /
-//! target`, 0.2) is collected, and when no compaction is due,
-//! [`pick_blob_gc`] rewrites in place an L1+ SST referencing the file with
-//! the most garbage, so that a file pinned by cold SSTs is still collected.
+//! compaction collects only files at least `garbage_ratio` (0.5) garbage.
+//! When the family's blob space amplification (value bytes in blob files
+//! over live ones) passes `space_amp_target` (1.25) and no compaction is
+//! due, [`pick_blob_gc`] rewrites in place an L1+ SST referencing the file
+//! with the most garbage (any file whose garbage alone would break the
+//! target, `1 - 1 / target`, 0.2), until the family is back under it; so a
+//! file pinned by cold SSTs is still collected.
 //! With separation off, every referenced blob file is a candidate and the
 //! rewrites move values back inline. All of it runs as ordinary
 //! compactions: rate-limited, never on the write path.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::picker::{build, Compaction, CompactionReason};
 use crate::blob::BlobRef;
 use crate::error::{Error, Result};
-use crate::version::{FileMeta, FileNumber, Version};
+use crate::version::{FileNumber, Version};
 
 /// Reads a separated value: `(user key, encoded reference) -> value`.
 pub type ReadBlobValue<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + 'a;
@@ -109,13 +108,20 @@ pub struct GcPolicy {
 }
 
 impl GcPolicy {
-    /// The garbage ratio from which a compaction on `version` collects a
-    /// file: `garbage_ratio` within the target, `1 - 1 / target` above it,
-    /// 0 when separation is off.
-    pub fn threshold(&self, version: &Version) -> f64 {
+    /// The garbage ratio from which compaction `c` collects a file: 0 when
+    /// separation is off; for an in-place rewrite picked to collect
+    /// ([`pick_blob_gc`]), the ratio it was picked at, so that it always
+    /// moves what it was picked for; for any other compaction
+    /// `garbage_ratio`, whatever the space amplification. Those ride on
+    /// work that is due anyway, and a blob file leaves only once every SST
+    /// that references it is rewritten, so the amplification they see lags
+    /// what they have already relocated: a lower bar for them while over
+    /// the target over-collects (measured: write amplification 2.2 on a
+    /// uniform overwrite, the family held at 1.06 for a 1.25 target).
+    pub fn threshold(&self, c: &Compaction) -> f64 {
         if self.all {
             0.0
-        } else if blob_space_amp(version) > self.space_amp_target {
+        } else if c.reason == CompactionReason::BlobGc {
             self.over_target_ratio()
         } else {
             self.garbage_ratio
@@ -127,15 +133,15 @@ impl GcPolicy {
     }
 }
 
-/// The blob files referenced by `files` that a compaction of them should
-/// relocate out of, under `policy`.
-pub fn blob_gc_candidates<'f>(
+/// The blob files referenced by the inputs of `c` that it should relocate
+/// out of, under `policy`.
+pub fn blob_gc_candidates(
     version: &Version,
-    files: impl Iterator<Item = &'f Arc<FileMeta>>,
+    c: &Compaction,
     policy: &GcPolicy,
 ) -> HashSet<FileNumber> {
-    let threshold = policy.threshold(version);
-    files
+    let threshold = policy.threshold(c);
+    c.files()
         .flat_map(|f| f.desc().blob_refs.iter().map(|&(b, _)| b))
         .filter(|&b| policy.all || garbage_ratio(version, b) >= threshold)
         .collect()

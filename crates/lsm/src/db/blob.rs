@@ -19,7 +19,36 @@ use crate::compaction::blob_file_name;
 use crate::error::{Error, Result};
 use crate::version::Version;
 
+/// A column family's blob files, as its current version counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlobFileStats {
+    /// Blob files.
+    pub files: u64,
+    /// Their bytes on disk.
+    pub file_bytes: u64,
+    /// The value bytes they hold.
+    pub value_bytes: u64,
+    /// The value bytes the family's SSTs reference: the live ones.
+    pub live_bytes: u64,
+}
+
 impl Db {
+    /// The blob files of `cf` in its current version: counts, bytes, and
+    /// live bytes (exact, from the SSTs' references).
+    pub fn blob_file_stats(&self, cf: &ColumnFamily) -> Result<BlobFileStats> {
+        self.inner().check_open()?;
+        let state = cf.live()?;
+        let rs = state.installer.load();
+        let mut out = BlobFileStats::default();
+        for b in rs.version.blob_files() {
+            out.files += 1;
+            out.file_bytes += b.desc().size;
+            out.value_bytes += b.desc().value_bytes;
+            out.live_bytes += rs.version.blob_live(b.number()).bytes;
+        }
+        Ok(out)
+    }
+
     /// Changes the separation threshold of `cf` on the open database:
     /// flushes and compactions that start from now on move values of at
     /// least `min_blob_size` bytes to blob files (`None`: keep new outputs

@@ -168,7 +168,7 @@ impl DbInner {
         // Blob GC: the version the inputs are in holds the blob files they
         // reference, and reads through it cannot see a file deleted.
         let version = cf.installer.load().version.clone();
-        let files = compaction::blob_gc_candidates(&version, c.files(), &cf.gc_policy());
+        let files = compaction::blob_gc_candidates(&version, c, &cf.gc_policy());
         // Compaction reads do not fill the block cache (they would evict what
         // readers use).
         let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));
@@ -179,6 +179,11 @@ impl DbInner {
                 .fetch(&version, key, reference, &mut out)?;
             Ok(out)
         };
+        if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
+            // An in-place rewrite that would move nothing (the version
+            // changed since the pick) would be picked again and again.
+            return Ok(());
+        }
         let gc = BlobGc { files, read: &read };
         let mut ctx = self.output_context(cf, &next, &snapshots, Some(c));
         if !gc.files.is_empty() {

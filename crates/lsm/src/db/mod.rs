@@ -22,6 +22,7 @@
 mod admin;
 mod background;
 mod blob;
+pub use blob::BlobFileStats;
 pub(crate) mod cf;
 mod flush;
 mod ingest;
