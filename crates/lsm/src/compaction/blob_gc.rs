@@ -25,14 +25,15 @@
 //! compactions: rate-limited, never on the write path.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use super::picker::{build, Compaction, CompactionReason};
 use crate::blob::BlobRef;
 use crate::error::{Error, Result};
 use crate::version::{FileNumber, Version};
 
-/// Reads a separated value: `(user key, encoded reference) -> value`.
-pub type ReadBlobValue<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + 'a;
+/// Reads a separated value: `(user key, its reference) -> value`.
+pub type ReadBlobValue<'a> = dyn Fn(&[u8], &BlobRef) -> Result<Vec<u8>> + 'a;
 
 /// What a run relocates: the references into `files`, read with `read`.
 pub struct BlobGc<'a> {
@@ -51,15 +52,21 @@ impl std::fmt::Debug for BlobGc<'_> {
 }
 
 impl BlobGc<'_> {
-    /// The value of a `BlobIndex` entry when it must move, else `None`.
-    pub fn relocate(&self, user_key: &[u8], reference: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// The value of a `BlobIndex` entry of the run writing into `dir` when
+    /// it must move, else `None`.
+    pub fn relocate(
+        &self,
+        dir: &Path,
+        user_key: &[u8],
+        reference: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
         let r = BlobRef::decode(reference).map_err(|e| {
-            Error::corruption("", 0, format!("blob reference of key {user_key:?}: {e}"))
+            Error::corruption(dir, 0, format!("blob reference of key {user_key:?}: {e}"))
         })?;
         if !self.files.contains(&r.file_number) {
             return Ok(None);
         }
-        (self.read)(user_key, reference).map(Some)
+        (self.read)(user_key, &r).map(Some)
     }
 }
 

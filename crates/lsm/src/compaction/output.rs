@@ -285,7 +285,7 @@ fn run(
         }
         let relocated;
         if let (ValueKind::BlobIndex, Some(gc)) = (kind, ctx.blob_gc) {
-            if let Some(v) = gc.relocate(uk, value)? {
+            if let Some(v) = gc.relocate(ctx.dir, uk, value)? {
                 relocated = v;
                 value = &relocated;
                 kind = ValueKind::Put;

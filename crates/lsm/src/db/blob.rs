@@ -68,10 +68,74 @@ impl Db {
     }
 }
 
-/// Follows blob references for one reader. Keeps the last block read, so a
-/// scan over values written together (one block holds many small ones)
-/// reads each block once, and shares blocks through the block cache, whose
-/// budget blob blocks and SST blocks draw on together.
+/// Where a reader finds blob files: borrowed from the engine, so that a
+/// point read follows its reference without allocating anything but the
+/// value.
+#[derive(Clone, Copy)]
+pub(crate) struct BlobSource<'a> {
+    pub fs: &'a dyn FileSystem,
+    pub dir: &'a Path,
+    /// The block cache, when the reader fills it (compaction does not).
+    pub cache: Option<&'a BlockCache>,
+}
+
+impl BlobSource<'_> {
+    /// Decodes a `BlobIndex` entry's value.
+    pub(crate) fn decode_ref(&self, key: &[u8], reference: &[u8]) -> Result<BlobRef> {
+        BlobRef::decode(reference).map_err(|e| {
+            Error::corruption(self.dir, 0, format!("blob reference of key {key:?}: {e}"))
+        })
+    }
+
+    /// The value `r` points at, in a blob file of `version`, written under
+    /// `key`.
+    pub(crate) fn value(&self, version: &Version, key: &[u8], r: &BlobRef) -> Result<Vec<u8>> {
+        let (reader, block) = self.block(version, r)?;
+        reader.value_in(&block, r, key).map(<[u8]>::to_vec)
+    }
+
+    /// The block `r` points into, through the cache, with its file's reader.
+    fn block(
+        &self,
+        version: &Version,
+        r: &BlobRef,
+    ) -> Result<(Arc<BlobFileReader>, Arc<BlobBlock>)> {
+        let reader = self.reader(version, r.file_number)?;
+        let cached = self
+            .cache
+            .and_then(|c| c.get_blob(r.file_number, r.block_offset))
+            // A cached block was read for its own extent: a reference naming
+            // another size at this offset is checked by reading.
+            .filter(|b| b.stored_len() == r.block_size);
+        let block = match cached {
+            Some(b) => b,
+            None => {
+                let b = Arc::new(reader.read_block(r.block_offset, r.block_size)?);
+                if let Some(c) = self.cache {
+                    c.insert_blob(r.file_number, r.block_offset, b.clone());
+                }
+                b
+            }
+        };
+        Ok((reader, block))
+    }
+
+    fn reader(&self, version: &Version, number: u64) -> Result<Arc<BlobFileReader>> {
+        let path = || self.dir.join(blob_file_name(number));
+        let meta = version.blob_file(number).ok_or_else(|| {
+            Error::corruption(
+                path(),
+                0,
+                "a reference points into a blob file the version does not hold",
+            )
+        })?;
+        meta.reader(|| BlobFileReader::open(self.fs, &path(), number))
+    }
+}
+
+/// Follows blob references for one iterator or compaction. Keeps the last
+/// block read, so a scan over values written together (one block holds
+/// many small ones) reads each block once.
 #[derive(Debug)]
 pub(crate) struct BlobValues {
     fs: Arc<dyn FileSystem>,
@@ -94,58 +158,38 @@ impl BlobValues {
         }
     }
 
-    /// The value `reference` (a `BlobIndex` entry's value) points at, in a
-    /// blob file of `version`, written under `key`; appended to `out`.
+    fn source(&self) -> BlobSource<'_> {
+        BlobSource {
+            fs: &*self.fs,
+            dir: &self.dir,
+            cache: self.cache.as_deref(),
+        }
+    }
+
+    /// Decodes a `BlobIndex` entry's value.
+    pub(crate) fn decode_ref(&self, key: &[u8], reference: &[u8]) -> Result<BlobRef> {
+        self.source().decode_ref(key, reference)
+    }
+
+    /// The value `r` points at, in a blob file of `version`, written under
+    /// `key`; appended to `out`.
     pub(crate) fn fetch(
         &mut self,
         version: &Version,
         key: &[u8],
-        reference: &[u8],
+        r: &BlobRef,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let r = BlobRef::decode(reference).map_err(|e| {
-            Error::corruption(&self.dir, 0, format!("blob reference of key {key:?}: {e}"))
-        })?;
         let cached = self.last.as_ref().is_some_and(|(reader, block)| {
             reader.file_number() == r.file_number
                 && block.offset == r.block_offset
                 && block.stored_len() == r.block_size
         });
         if !cached {
-            let reader = self.reader(version, r.file_number)?;
-            let block = match self
-                .cache
-                .as_ref()
-                .and_then(|c| c.get_blob(r.file_number, r.block_offset))
-            {
-                // A cached block was read for the same extent: a reference
-                // naming another size at this offset is checked by reading.
-                Some(b) if b.stored_len() == r.block_size => b,
-                _ => {
-                    let b = Arc::new(reader.read_block(r.block_offset, r.block_size)?);
-                    if let Some(c) = &self.cache {
-                        c.insert_blob(r.file_number, r.block_offset, b.clone());
-                    }
-                    b
-                }
-            };
-            self.last = Some((reader, block));
+            self.last = Some(self.source().block(version, r)?);
         }
         let (reader, block) = self.last.as_ref().expect("read above");
-        out.extend_from_slice(reader.value_in(block, &r, key)?);
+        out.extend_from_slice(reader.value_in(block, r, key)?);
         Ok(())
-    }
-
-    fn reader(&self, version: &Version, number: u64) -> Result<Arc<BlobFileReader>> {
-        let meta = version.blob_file(number).ok_or_else(|| {
-            Error::corruption(
-                self.dir.join(blob_file_name(number)),
-                0,
-                "a reference points into a blob file the version does not hold",
-            )
-        })?;
-        meta.reader(|| {
-            BlobFileReader::open(&*self.fs, &self.dir.join(blob_file_name(number)), number)
-        })
     }
 }

@@ -10,6 +10,7 @@ use super::background::{CompactionInfo, FlushInfo};
 use super::blob::BlobValues;
 use super::cf::CfState;
 use super::DbInner;
+use crate::blob::BlobRef;
 use crate::column_family::ColumnFamilyId;
 use crate::compaction::{self, BlobGc, Compaction, OutputContext};
 use crate::error::{Error, Result};
@@ -169,21 +170,19 @@ impl DbInner {
         // reference, and reads through it cannot see a file deleted.
         let version = cf.installer.load().version.clone();
         let files = compaction::blob_gc_candidates(&version, c, &cf.gc_policy());
-        // Compaction reads do not fill the block cache (they would evict what
-        // readers use).
-        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));
-        let read = |key: &[u8], reference: &[u8]| {
-            let mut out = Vec::new();
-            values
-                .borrow_mut()
-                .fetch(&version, key, reference, &mut out)?;
-            Ok(out)
-        };
         if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
             // An in-place rewrite that would move nothing (the version
             // changed since the pick) would be picked again and again.
             return Ok(());
         }
+        // Compaction reads do not fill the block cache (they would evict what
+        // readers use).
+        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));
+        let read = |key: &[u8], r: &BlobRef| {
+            let mut out = Vec::new();
+            values.borrow_mut().fetch(&version, key, r, &mut out)?;
+            Ok(out)
+        };
         let gc = BlobGc { files, read: &read };
         let mut ctx = self.output_context(cf, &next, &snapshots, Some(c));
         if !gc.files.is_empty() {

@@ -174,10 +174,13 @@ impl DbIterator {
     fn load_value(&mut self) -> Result<()> {
         self.blob_value.clear();
         if !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
+            let r = self
+                .blobs
+                .decode_ref(self.inner.key(), self.inner.value())?;
             self.blobs.fetch(
                 &self.state.version,
                 self.inner.key(),
-                self.inner.value(),
+                &r,
                 &mut self.blob_value,
             )?;
         }

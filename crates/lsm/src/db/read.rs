@@ -4,7 +4,7 @@
 //! is consistent. No lock is taken. A separated value is read from the
 //! blob file of the same read state's version (`blob.rs`).
 
-use super::blob::BlobValues;
+use super::blob::BlobSource;
 use super::cf::ColumnFamily;
 use super::options::ReadOptions;
 use super::{Db, DbInner};
@@ -108,6 +108,15 @@ impl DbInner {
         })
     }
 
+    /// Where point reads find blob files (filling the block cache).
+    fn blob_source(&self) -> BlobSource<'_> {
+        BlobSource {
+            fs: &*self.fs,
+            dir: &self.dir,
+            cache: self.cache.as_deref(),
+        }
+    }
+
     /// Asks the sources newest first: memtables, L0 newest first, then one
     /// file per level. A source's newest version at or below `seqno` wins
     /// unless a range tombstone of the same source is newer; a tombstone
@@ -129,14 +138,9 @@ impl DbInner {
             ValueKind::Put => Ok(Some(value)),
             ValueKind::BlobIndex if !fetch_blob => Ok(Some(value)),
             ValueKind::BlobIndex => {
-                let mut out = Vec::new();
-                BlobValues::new(self.fs.clone(), &self.dir, self.cache.clone()).fetch(
-                    &rs.version,
-                    key,
-                    &value,
-                    &mut out,
-                )?;
-                Ok(Some(out))
+                let source = self.blob_source();
+                let r = source.decode_ref(key, &value)?;
+                source.value(&rs.version, key, &r).map(Some)
             }
             ValueKind::Delete | ValueKind::RangeDelete => Ok(None),
         };
