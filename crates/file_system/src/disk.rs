@@ -100,6 +100,26 @@ impl File for DiskFile {
     }
 
     #[cfg(target_os = "linux")]
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        let (Ok(off), Ok(n)) = (
+            libc::off64_t::try_from(offset),
+            libc::off64_t::try_from(len),
+        ) else {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        // SAFETY: the descriptor is owned by `self.file` and open for the call;
+        // sync_file_range reads no memory of ours.
+        let rc = unsafe {
+            libc::sync_file_range(self.file.as_raw_fd(), off, n, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    #[cfg(target_os = "linux")]
     fn drop_cache(&self) -> io::Result<()> {
         // SAFETY: the descriptor is owned by `self.file` and open for the call;
         // posix_fadvise reads no memory of ours.

@@ -76,3 +76,9 @@ pub use db::{
     Db, DbIterator, EventListener, FlushInfo, Hooks, IngestOptions, IngestReport, Options,
     ReadOptions, RecoveryReport, Snapshot, Statistics, WriteOptions,
 };
+
+/// Bytes a WAL, SST or blob file writer writes between two requests that
+/// the OS start writing them back (`strata_fs::WritebackPacer`): its final
+/// sync then finds little dirty, and a WAL sync on the write path does not
+/// wait behind a compaction's pile of dirty pages.
+pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;

@@ -244,8 +244,11 @@ impl CompactionFilter for Gate {
     }
 }
 
-#[test]
-fn no_slowdown_turns_a_stall_into_busy() {
+type GateHandle = Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
+
+/// An engine with one background thread, held by a compaction (behind a
+/// closed gate) so that no memtable can be flushed.
+fn held_engine(max_write_buffers: usize) -> (Db, strata_lsm::ColumnFamily, GateHandle) {
     let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let entered = Arc::new(AtomicU64::new(0));
     let mut filters: HashMap<String, Arc<dyn CompactionFilter>> = HashMap::new();
@@ -257,10 +260,8 @@ fn no_slowdown_turns_a_stall_into_busy() {
         }),
     );
     let mut options = small_options();
-    // One background thread, held by a compaction: memtables cannot be
-    // flushed, and with two at most, writers must stop.
     options.background_threads = 1;
-    options.default_column_family.max_write_buffers = 2;
+    options.default_column_family.max_write_buffers = max_write_buffers;
     let dyn_fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
     let hooks = Hooks {
         compaction_filters: filters,
@@ -285,20 +286,35 @@ fn no_slowdown_turns_a_stall_into_busy() {
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+    (db, cf, gate)
+}
+
+/// Writes that may not wait until one is refused; returns why.
+fn write_until_busy(db: &Db, cf: &strata_lsm::ColumnFamily) -> String {
     let quick = WriteOptions {
         no_slowdown: true,
         ..WriteOptions::default()
     };
-    // Fill memtables until one is switched and waits for its flush: then
-    // a write that may not wait is refused, and writes nothing.
-    let mut i = 10;
-    let busy = loop {
-        match db.put(&quick, &cf, &key(i), &[b'v'; 200]) {
-            Ok(()) => i += 1,
-            Err(Error::Busy(why)) => break why,
+    for i in 10..10_000 {
+        match db.put(&quick, cf, &key(i), &[b'v'; 200]) {
+            Ok(()) => {}
+            Err(Error::Busy(why)) => return why,
             Err(e) => panic!("expected Busy, got {e}"),
         }
-        assert!(i < 10_000, "writes never stopped");
+    }
+    panic!("writes were never held back");
+}
+
+#[test]
+fn no_slowdown_turns_a_stall_into_busy() {
+    // With two memtables at most, writers must stop.
+    let (db, cf, gate) = held_engine(2);
+    // Fill memtables until one is switched and waits for its flush: then
+    // a write that may not wait is refused, and writes nothing.
+    let busy = write_until_busy(&db, &cf);
+    let quick = WriteOptions {
+        no_slowdown: true,
+        ..WriteOptions::default()
     };
     assert!(busy.contains("memtables"), "{busy}");
     assert_eq!(
@@ -338,4 +354,27 @@ fn no_slowdown_turns_a_stall_into_busy() {
         db.get(&ReadOptions::default(), &cf, b"late").expect("get"),
         Some(b"v".to_vec())
     );
+}
+
+/// One memtable short of `max_write_buffers`, writes are slowed (counted
+/// as slowdowns, refused as `Busy` to a writer that may not wait) before
+/// they would have to stop.
+#[test]
+fn writes_slow_down_one_memtable_before_they_would_stop() {
+    let (db, cf, gate) = held_engine(4);
+    let busy = write_until_busy(&db, &cf);
+    assert!(busy.contains("paced"), "{busy}");
+    assert_eq!(
+        db.property(&cf, "strata.num-immutable-memtables")
+            .expect("property"),
+        Some("2".to_string())
+    );
+    let before = db.statistics().slowdowns;
+    db.put(&WriteOptions::default(), &cf, b"slowed", b"v")
+        .expect("a slowed write gets through");
+    assert_eq!(db.statistics().slowdowns, before + 1);
+    assert_eq!(db.statistics().stalls, 0);
+    let (lock, cv) = &*gate;
+    *lock.lock().expect("gate lock") = true;
+    cv.notify_all();
 }

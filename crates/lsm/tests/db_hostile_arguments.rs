@@ -145,6 +145,19 @@ fn options_out_of_bounds_are_refused_before_any_io() {
     let mut o = small_options();
     o.column_families.insert(String::new(), Default::default());
     invalid(open(&fs, o).map(|_| ()));
+    // Blob GC's ratios: NaN, out of range, a limit under the target.
+    for bad in [
+        |b: &mut strata_lsm::db::BlobOptions| b.garbage_ratio = f64::NAN,
+        |b: &mut strata_lsm::db::BlobOptions| b.garbage_ratio = 0.0,
+        |b: &mut strata_lsm::db::BlobOptions| b.space_amp_target = f64::INFINITY,
+        |b: &mut strata_lsm::db::BlobOptions| b.space_amp_target = 1.0,
+        |b: &mut strata_lsm::db::BlobOptions| b.space_amp_limit = 1.1,
+        |b: &mut strata_lsm::db::BlobOptions| b.max_relocate_bytes = 0,
+    ] {
+        let mut o = small_options();
+        bad(&mut o.default_column_family.blob);
+        invalid(open(&fs, o).map(|_| ()));
+    }
     invalid(Options::from_toml("background_threads = -3").map(|_| ()));
     invalid(Options::from_toml("no_such_field = 1").map(|_| ()));
     assert!(

@@ -114,8 +114,9 @@ impl KvEngine for StrataKv {
     }
 
     fn background_busy(&self) -> Result<bool, EngineError> {
-        // Strata names no running compaction; memtables waiting for a flush
-        // and an L0 at its trigger are work due.
+        // Strata names no running compaction; memtables waiting for a flush,
+        // an L0 at its trigger and blob GC over the space target are work
+        // due.
         let prop = |name: &str| -> Result<u64, EngineError> {
             Ok(self
                 .db
@@ -126,7 +127,8 @@ impl KvEngine for StrataKv {
         };
         let trigger = self.cf.options().compaction.level0_compaction_trigger as u64;
         Ok(prop("strata.num-immutable-memtables")? > 0
-            || prop("strata.num-files-at-level0")? >= trigger)
+            || prop("strata.num-files-at-level0")? >= trigger
+            || prop("strata.blob-gc-pending")? > 0)
     }
 
     fn stall_micros(&self) -> Option<u64> {

@@ -391,6 +391,10 @@ impl File for FaultFile {
     fn drop_cache(&self) -> io::Result<()> {
         self.inner.drop_cache()
     }
+
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.start_writeback(offset, len)
+    }
 }
 
 impl FaultFile {

@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use strata_fs::{File, FileSystem};
+use strata_fs::{File, FileSystem, WritebackPacer};
 
 use super::format::{encode_record, BlobRef, Footer, Header, BLOCK_LEN_PREFIX, HEADER_LEN};
 use crate::error::{Error, Result};
@@ -98,6 +98,7 @@ pub struct BlobFileWriter {
     block_records: Vec<(u32, u32)>,
     footer: Footer,
     failed: bool,
+    writeback: WritebackPacer,
 }
 
 impl BlobFileWriter {
@@ -131,6 +132,7 @@ impl BlobFileWriter {
             block_records: Vec::new(),
             footer: Footer::default(),
             failed: false,
+            writeback: WritebackPacer::new(crate::WRITEBACK_BYTES, 0),
         })
     }
 
@@ -259,6 +261,7 @@ impl BlobFileWriter {
         }
         self.flushed += self.pending.len() as u64;
         self.pending.clear();
+        self.writeback.wrote(self.file.as_ref(), self.flushed);
         Ok(())
     }
 

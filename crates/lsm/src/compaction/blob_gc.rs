@@ -12,19 +12,25 @@
 //! file is rewritten, the file leaves the version.
 //!
 //! How much is enough is a matter of cost ([`GcPolicy`]): relocating a file
-//! of garbage ratio `g` rewrites `1 - g` live bytes to free `g`, so a
-//! compaction collects only files at least `garbage_ratio` (0.5) garbage.
-//! When the family's blob space amplification (value bytes in blob files
-//! over live ones) passes `space_amp_target` (1.25) and no compaction is
-//! due, [`pick_blob_gc`] rewrites in place an L1+ SST referencing the file
-//! with the most garbage (any file whose garbage alone would break the
-//! target, `1 - 1 / target`, 0.2), until the family is back under it; so a
-//! file pinned by cold SSTs is still collected.
+//! of garbage `g` rewrites `1 - g` live bytes to free `g`. A compaction
+//! collects only files at least `garbage_ratio` (0.5) garbage, at most one
+//! byte written per byte freed. When the family's blob space amplification
+//! (value bytes in blob files over live ones) passes `space_amp_target`
+//! (1.25) and no compaction is due, [`pick_blob_gc`] rewrites in place the
+//! L1+ SST holding most of the file with the most garbage. Under writes it
+//! collects only files at `garbage_ratio` too: a file a fifth garbage costs
+//! four bytes per byte freed now, and less once the writes go on
+//! overwriting it. Once writers pause, or past `space_amp_limit` (2), it
+//! collects any file whose garbage alone breaks the target (`1 - 1 /
+//! target`, 0.2), until the family is back under it; so a file pinned by
+//! cold SSTs is still collected. Each run relocates at most
+//! `max_relocate_bytes`, worst files first, so it holds its SSTs (and the L0
+//! compaction waiting for them) a bounded time.
 //! With separation off, every referenced blob file is a candidate and the
 //! rewrites move values back inline. All of it runs as ordinary
 //! compactions: rate-limited, never on the write path.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use super::picker::{build, Compaction, CompactionReason};
@@ -105,30 +111,50 @@ pub fn blob_space_amp(version: &Version) -> f64 {
 /// When blob files are collected (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GcPolicy {
-    /// A compaction collects a file at least this much garbage while the
-    /// space amplification is within the target.
+    /// A file at least this much garbage is always worth collecting: at
+    /// most one byte rewritten per byte freed.
     pub garbage_ratio: f64,
-    /// Blob value bytes over live ones that GC keeps the family under.
+    /// Blob value bytes over live ones that GC brings the family back
+    /// under, with the cheap collections at any time and the dearer ones
+    /// (files `1 - 1 / target` garbage) when writers pause.
     pub space_amp_target: f64,
+    /// Over this, the dearer collections run under writes too.
+    pub space_amp_limit: f64,
+    /// The most referenced value bytes one compaction relocates: it holds
+    /// its SSTs busy (an L0 compaction waits for them) while it copies.
+    pub max_relocate_bytes: u64,
+    /// Writers have paused: collections dearer than `garbage_ratio` may run.
+    pub writers_idle: bool,
     /// Separation is off: every referenced file is collected (re-inlined).
     pub all: bool,
 }
 
 impl GcPolicy {
-    /// The garbage ratio from which compaction `c` collects a file: 0 when
-    /// separation is off; for an in-place rewrite picked to collect
-    /// ([`pick_blob_gc`]), the ratio it was picked at, so that it always
-    /// moves what it was picked for; for any other compaction
-    /// `garbage_ratio`, whatever the space amplification. Those ride on
+    /// The garbage ratio from which compaction `c` of a family with blob
+    /// space amplification `amp` collects a file: 0 when separation is
+    /// off; for an in-place rewrite ([`pick_blob_gc`]) the ratio it is
+    /// picked at; for any other compaction `garbage_ratio`. Those ride on
     /// work that is due anyway, and a blob file leaves only once every SST
     /// that references it is rewritten, so the amplification they see lags
-    /// what they have already relocated: a lower bar for them while over
-    /// the target over-collects (measured: write amplification 2.2 on a
-    /// uniform overwrite, the family held at 1.06 for a 1.25 target).
-    pub fn threshold(&self, c: &Compaction) -> f64 {
+    /// what they have already relocated.
+    pub fn threshold(&self, c: &Compaction, amp: f64) -> f64 {
         if self.all {
             0.0
         } else if c.reason == CompactionReason::BlobGc {
+            self.in_place_ratio(amp)
+        } else {
+            self.garbage_ratio
+        }
+    }
+
+    /// The garbage ratio an in-place rewrite collects from, at blob space
+    /// amplification `amp`: deferring a dear collection while writes go on
+    /// lets the files gather garbage and the collection cheapen (measured
+    /// on a uniform overwrite: collecting at 0.2 garbage as soon as the
+    /// family passed 1.25 wrote 2.2x the user bytes, the same file rewritten
+    /// three times).
+    pub fn in_place_ratio(&self, amp: f64) -> f64 {
+        if self.writers_idle || amp > self.space_amp_limit {
             self.over_target_ratio()
         } else {
             self.garbage_ratio
@@ -141,47 +167,75 @@ impl GcPolicy {
 }
 
 /// The blob files referenced by the inputs of `c` that it should relocate
-/// out of, under `policy`.
+/// out of, under `policy`: those at its threshold, most garbage first, as
+/// many as fit in `max_relocate_bytes` of the inputs' references (the first
+/// always).
 pub fn blob_gc_candidates(
     version: &Version,
     c: &Compaction,
     policy: &GcPolicy,
 ) -> HashSet<FileNumber> {
-    let threshold = policy.threshold(c);
-    c.files()
-        .flat_map(|f| f.desc().blob_refs.iter().map(|&(b, _)| b))
-        .filter(|&b| policy.all || garbage_ratio(version, b) >= threshold)
-        .collect()
+    let threshold = policy.threshold(c, blob_space_amp(version));
+    let mut referenced: HashMap<FileNumber, u64> = HashMap::new();
+    for f in c.files() {
+        for &(b, bytes) in &f.desc().blob_refs {
+            *referenced.entry(b).or_insert(0) += bytes;
+        }
+    }
+    let mut eligible: Vec<(f64, FileNumber, u64)> = referenced
+        .into_iter()
+        .map(|(b, bytes)| (garbage_ratio(version, b), b, bytes))
+        .filter(|&(g, _, _)| policy.all || g >= threshold)
+        .collect();
+    eligible.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut chosen = HashSet::new();
+    let mut budget = policy.max_relocate_bytes;
+    for (_, b, bytes) in eligible {
+        if !chosen.is_empty() && bytes > budget {
+            continue;
+        }
+        budget = budget.saturating_sub(bytes);
+        chosen.insert(b);
+    }
+    chosen
 }
 
-/// A compaction that rewrites, in place, one L1+ SST referencing the blob
-/// file with the most garbage, when the family is over its space target
-/// (or separation is off: any referenced file); `None` when there is
-/// nothing to collect or every candidate SST is `busy`.
+/// A compaction that rewrites, in place, the L1+ SST referencing most bytes
+/// of the blob file with the most garbage, when the family is over its
+/// space target (or separation is off: any referenced file) and a file is
+/// at [`GcPolicy::in_place_ratio`]; `None` when there is nothing to collect
+/// or every candidate SST is `busy`.
 pub fn pick_blob_gc(
     version: &Version,
     policy: &GcPolicy,
     busy: &dyn Fn(FileNumber) -> bool,
 ) -> Option<Compaction> {
     let all = policy.all;
-    if !all && blob_space_amp(version) <= policy.space_amp_target {
+    let amp = blob_space_amp(version);
+    if !all && amp <= policy.space_amp_target {
         return None;
     }
-    let ratio = policy.over_target_ratio();
+    let ratio = policy.in_place_ratio(amp);
     let mut worst: Vec<(f64, FileNumber)> = version
         .blob_files()
         .map(|b| (garbage_ratio(version, b.number()), b.number()))
         .filter(|&(g, _)| all || g >= ratio)
         .collect();
-    if worst.is_empty() {
-        return None;
-    }
-    worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    worst.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     for (_, blob) in worst {
-        let found = version.iter().find(|(level, f)| {
-            *level > 0 && !busy(f.number()) && f.desc().blob_refs.iter().any(|&(b, _)| b == blob)
-        });
-        if let Some((level, f)) = found {
+        let referencing = |f: &crate::version::FileMeta| {
+            f.desc()
+                .blob_refs
+                .iter()
+                .find(|&&(b, _)| b == blob)
+                .map(|&(_, bytes)| bytes)
+        };
+        let found = version
+            .iter()
+            .filter(|(level, f)| *level > 0 && !busy(f.number()))
+            .filter_map(|(level, f)| referencing(f).map(|bytes| (bytes, level, f)))
+            .max_by_key(|&(bytes, level, f)| (bytes, std::cmp::Reverse((level, f.number()))));
+        if let Some((_, level, f)) = found {
             let level = usize::from(level);
             return Some(build(
                 version,

@@ -2,8 +2,9 @@
 //! compactions, the scheduling state they share, the listeners told of
 //! what finished, and the deletion of files no version reaches any more.
 //!
-//! `Background::state` is a leaf lock: nothing else is taken while it is
-//! held (picking a compaction loads a version, lock-free).
+//! `Background::state` is taken before only leaf locks: picking a
+//! compaction loads a version (lock-free) and asks whether writers are idle
+//! (the counters' own leaf lock).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -72,6 +73,13 @@ struct BgState {
     l0_running: HashSet<ColumnFamilyId>,
     stop: bool,
 }
+
+/// How long an idle background thread waits before it looks at every
+/// family again.
+const IDLE_POLL: Duration = Duration::from_millis(500);
+/// How long writers must pause before blob collections dearer than
+/// `garbage_ratio` run (`GcPolicy::writers_idle`).
+const WRITERS_IDLE_AFTER: Duration = Duration::from_millis(500);
 
 enum Job {
     Flush(ColumnFamilyId),
@@ -224,7 +232,15 @@ fn worker(db: &DbInner) {
                 if let Some(job) = next_job(db, &mut s) {
                     break job;
                 }
-                db.bg.work.wait_for(&mut s, Duration::from_millis(500));
+                if db.bg.work.wait_for(&mut s, IDLE_POLL).timed_out() {
+                    // Nothing came: look at every family again, for the
+                    // blob collections that wait for writers to pause.
+                    for id in db.cfs.load().by_id.keys() {
+                        if !s.compact_queue.contains(id) {
+                            s.compact_queue.push_back(*id);
+                        }
+                    }
+                }
             }
         };
         match job {
@@ -283,7 +299,8 @@ fn next_job(db: &DbInner, s: &mut BgState) -> Option<Job> {
         let busy = &s.busy;
         let picked = compaction::pick(&version, &cf.options.compaction, &|n| busy.contains(&n))
             .or_else(|| {
-                compaction::pick_blob_gc(&version, &cf.gc_policy(), &|n| busy.contains(&n))
+                let policy = cf.gc_policy(db.writers_idle());
+                compaction::pick_blob_gc(&version, &policy, &|n| busy.contains(&n))
             });
         if let Some(c) = picked {
             if c.input_level == 0 && !s.l0_running.insert(id) {
@@ -301,6 +318,12 @@ fn next_job(db: &DbInner, s: &mut BgState) -> Option<Job> {
 }
 
 impl DbInner {
+    /// Whether writers have paused long enough for the dearer blob
+    /// collections (see `GcPolicy`).
+    pub(super) fn writers_idle(&self) -> bool {
+        self.counters.writers_idle(WRITERS_IDLE_AFTER)
+    }
+
     /// Queues every family for a compaction check (at open).
     pub(super) fn schedule_all_compactions(&self) {
         for id in self.cfs.load().by_id.keys() {

@@ -72,10 +72,13 @@ impl CfState {
     }
 
     /// When blob files are collected, as of now.
-    pub fn gc_policy(&self) -> GcPolicy {
+    pub fn gc_policy(&self, writers_idle: bool) -> GcPolicy {
         GcPolicy {
             garbage_ratio: self.options.blob.garbage_ratio,
             space_amp_target: self.options.blob.space_amp_target,
+            space_amp_limit: self.options.blob.space_amp_limit,
+            max_relocate_bytes: self.options.blob.max_relocate_bytes,
+            writers_idle,
             all: self.blob_output().is_none(),
         }
     }

@@ -169,7 +169,7 @@ impl DbInner {
         // Blob GC: the version the inputs are in holds the blob files they
         // reference, and reads through it cannot see a file deleted.
         let version = cf.installer.load().version.clone();
-        let files = compaction::blob_gc_candidates(&version, c, &cf.gc_policy());
+        let files = compaction::blob_gc_candidates(&version, c, &cf.gc_policy(self.writers_idle()));
         if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
             // An in-place rewrite that would move nothing (the version
             // changed since the pick) would be picked again and again.

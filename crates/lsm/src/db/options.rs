@@ -61,7 +61,9 @@ pub struct ColumnFamilyOptions {
     /// flushed. Default 64 MiB; 4 KiB to 4 GiB.
     pub write_buffer_bytes: u64,
     /// Memtables (the active one and those waiting for a flush) after which
-    /// writers wait for a flush. Default 4; 2 to 64.
+    /// writers wait for a flush; from 3, one memtable short of it writes are
+    /// slowed to 64 MiB/s so that the running flush can finish first.
+    /// Default 4; 2 to 64.
     pub max_write_buffers: usize,
     /// How SST files are laid out.
     pub table: SstWriterOptions,
@@ -102,17 +104,27 @@ pub struct BlobOptions {
     /// A blob file is closed once it reaches this size. Default 256 MiB;
     /// 64 KiB to 64 GiB.
     pub target_file_bytes: u64,
-    /// While the family is within `space_amp_target`, a compaction moves
-    /// the live values out of a blob file its inputs reference only once
-    /// the file is at least this share garbage (value bytes no SST
-    /// references): relocating a file of garbage `g` rewrites `1 - g` to
-    /// free `g`. Default 0.5; 0.01 to 1.
+    /// A compaction moves the live values out of a blob file its inputs
+    /// reference once the file is at least this share garbage (value bytes
+    /// no SST references): relocating a file of garbage `g` rewrites
+    /// `1 - g` to free `g`, so from 0.5 at most one byte is written per byte
+    /// freed. Default 0.5; 0.01 to 1.
     pub garbage_ratio: f64,
-    /// The most value bytes in blob files per live one that GC lets stand:
-    /// above it, compactions collect every file with `1 - 1 / target` of
-    /// garbage, and SSTs are rewritten in place when no compaction is due.
-    /// Default 1.25; 1.05 to 10.
+    /// The most value bytes in blob files per live one that GC lets stand
+    /// once writers pause: over it, SSTs are rewritten in place to collect
+    /// the files `garbage_ratio` garbage at any time, and the files
+    /// `1 - 1 / target` garbage when writers have paused. Default 1.25;
+    /// 1.05 to 10.
     pub space_amp_target: f64,
+    /// The most value bytes in blob files per live one that GC lets stand
+    /// under sustained writes: over it, the in-place rewrites collect files
+    /// `1 - 1 / space_amp_target` garbage without waiting for a pause.
+    /// Default 2; `space_amp_target` to 10.
+    pub space_amp_limit: f64,
+    /// The most referenced value bytes one compaction relocates, so that
+    /// it holds its SSTs (and the L0 compaction that needs them) for a
+    /// bounded time. Default 128 MiB; 1 MiB to 64 GiB.
+    pub max_relocate_bytes: u64,
 }
 
 impl Default for BlobOptions {
@@ -125,6 +137,8 @@ impl Default for BlobOptions {
             target_file_bytes: 256 << 20,
             garbage_ratio: 0.5,
             space_amp_target: 1.25,
+            space_amp_limit: 2.0,
+            max_relocate_bytes: 128 << 20,
         }
     }
 }
@@ -141,6 +155,20 @@ impl BlobOptions {
             self.target_file_bytes,
             64 << 10,
             64 << 30,
+        )?;
+        check(
+            "max_relocate_bytes",
+            self.max_relocate_bytes,
+            1 << 20,
+            64 << 30,
+        )?;
+        check_ratio("garbage_ratio", self.garbage_ratio, 0.01, 1.0)?;
+        check_ratio("space_amp_target", self.space_amp_target, 1.05, 10.0)?;
+        check_ratio(
+            "space_amp_limit",
+            self.space_amp_limit,
+            self.space_amp_target,
+            10.0,
         )
     }
 
@@ -157,6 +185,16 @@ impl BlobOptions {
 /// Checks a `min_blob_size`: 1 byte to 4 GiB.
 pub(crate) fn check_min_blob_size(min: u64) -> Result<()> {
     check("min_blob_size", min, 1, 4 << 30)
+}
+
+fn check_ratio(what: &str, v: f64, min: f64, max: f64) -> Result<()> {
+    // Written so that NaN fails too.
+    if !(v >= min && v <= max) {
+        return Err(Error::InvalidArgument(format!(
+            "{what} is {v}: must be {min} to {max}"
+        )));
+    }
+    Ok(())
 }
 
 fn check(what: &str, v: u64, min: u64, max: u64) -> Result<()> {

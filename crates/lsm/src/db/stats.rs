@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::cf::ColumnFamily;
 use super::Db;
@@ -34,6 +34,9 @@ pub(crate) struct Counters {
     ingestions: AtomicU64,
     ingest_seqno_hold_micros: AtomicU64,
     ingest_seqno_hold_micros_max: AtomicU64,
+    /// The write count last seen by [`Counters::writers_idle`], and when it
+    /// changed. A leaf lock.
+    writes_seen: parking_lot::Mutex<Option<(u64, Instant)>>,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -41,6 +44,21 @@ fn add(c: &AtomicU64, v: u64) {
 }
 
 impl Counters {
+    /// True once no write has come for `quiet`, as far as the calls to
+    /// this tell: the first call that sees a new count starts the clock.
+    /// Background work asks it about twice a second.
+    pub fn writers_idle(&self, quiet: Duration) -> bool {
+        let writes = self.writes.load(Ordering::Relaxed);
+        let now = Instant::now();
+        let mut seen = self.writes_seen.lock();
+        match *seen {
+            Some((w, since)) if w == writes => now.duration_since(since) >= quiet,
+            _ => {
+                *seen = Some((writes, now));
+                false
+            }
+        }
+    }
     pub fn add_writes(&self, writes: u64, keys: u64) {
         add(&self.writes, writes);
         add(&self.write_groups, 1);
@@ -192,7 +210,10 @@ impl Db {
     /// - `strata.num-files-at-level<N>`, `strata.bytes-at-level<N>`;
     /// - `strata.num-immutable-memtables`, `strata.memtable-bytes`;
     /// - `strata.total-sst-bytes`, `strata.num-files`;
-    /// - `strata.levels`: a table of files and bytes per level.
+    /// - `strata.levels`: a table of files and bytes per level;
+    /// - `strata.blob-space-amp`: value bytes in blob files over live ones;
+    /// - `strata.blob-gc-pending`: 1 while blob GC has work it will do once
+    ///   writers pause (the family is over its space target), else 0.
     pub fn property(&self, cf: &ColumnFamily, name: &str) -> Result<Option<String>> {
         let state = cf.live()?;
         let rs = state.installer.load();
@@ -220,6 +241,12 @@ impl Db {
                     .to_string(),
             ),
             "strata.num-files" => Some(v.total_files().to_string()),
+            "strata.blob-space-amp" => Some(format!("{:.3}", crate::compaction::blob_space_amp(v))),
+            "strata.blob-gc-pending" => {
+                let policy = state.gc_policy(true);
+                let due = crate::compaction::pick_blob_gc(v, &policy, &|_| false).is_some();
+                Some(u8::from(due).to_string())
+            }
             "strata.levels" => {
                 let mut s = String::from("level files bytes\n");
                 for l in 0..v.num_levels() {

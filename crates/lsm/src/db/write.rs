@@ -26,6 +26,12 @@ const GROUP_BYTES_MAX: u64 = 4 << 20;
 /// The longest a writer is slowed down per write when compaction lags.
 const SLOWDOWN_MAX: Duration = Duration::from_millis(2);
 
+/// The pace writes are held to while the memtables are one short of
+/// `max_write_buffers`: slower than a flush, so that the running flush ends
+/// before the last memtable fills and writers never stop for it (a stop
+/// waits for a whole flush, 150-250 ms under compaction here).
+const MEMTABLE_SLOWDOWN_BYTES_PER_SEC: f64 = 64.0 * 1024.0 * 1024.0;
+
 /// How long a stopped writer sleeps between checks.
 const STALL_POLL: Duration = Duration::from_millis(50);
 
@@ -165,7 +171,7 @@ impl DbInner {
             // it back until the ingestion is installed; one atomic load
             // otherwise.
             self.latches.wait_for(batch);
-            self.pace(options, &touched)?;
+            self.pace(options, &touched, batch.payload().len())?;
             let request = WriteRequest {
                 batch: Mutex::new(batch.clone()),
                 bytes: batch.payload().len() as u64,
@@ -271,8 +277,10 @@ impl DbInner {
     /// Waits or sleeps while the touched families are too far behind:
     /// smoothly (a delay growing with L0 files and compaction debt between
     /// their slowdown and stop marks), and stops at the marks or when the
-    /// memtables are all full. Counted in the statistics.
-    fn pace(&self, options: &WriteOptions, touched: &[Arc<CfState>]) -> Result<()> {
+    /// memtables are all full; one memtable short of that, a write of
+    /// `bytes` waits as long as [`MEMTABLE_SLOWDOWN_BYTES_PER_SEC`] takes
+    /// to pass them. Counted in the statistics.
+    fn pace(&self, options: &WriteOptions, touched: &[Arc<CfState>], bytes: usize) -> Result<()> {
         let start = Instant::now();
         let mut stalled = false;
         loop {
@@ -291,6 +299,10 @@ impl DbInner {
                         state.immutables.len()
                     ));
                     break;
+                }
+                if o.max_write_buffers >= 3 && state.immutables.len() + 2 >= o.max_write_buffers {
+                    let d = bytes as f64 / MEMTABLE_SLOWDOWN_BYTES_PER_SEC;
+                    delay = delay.max(d / SLOWDOWN_MAX.as_secs_f64());
                 }
                 if l0 >= c.level0_stop_trigger {
                     stop = Some(format!("{}: {l0} files in L0", cf.name));
@@ -331,7 +343,9 @@ impl DbInner {
             }
             if delay > 0.0 {
                 if options.no_slowdown {
-                    return Err(Error::Busy("compaction is behind".into()));
+                    return Err(Error::Busy(
+                        "writes are paced: flushes or compactions are behind".into(),
+                    ));
                 }
                 let d = SLOWDOWN_MAX.mul_f64(delay.min(1.0));
                 std::thread::sleep(d);

@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use strata_fs::{File, FileSystem};
+use strata_fs::{File, FileSystem, WritebackPacer};
 
 use super::block_builder::BlockBuilder;
 use super::filter::FilterBuilder;
@@ -70,6 +70,7 @@ pub struct SstWriter {
     props: Properties,
     collectors: Vec<Box<dyn PropertiesCollector>>,
     failed: bool,
+    writeback: WritebackPacer,
 }
 
 impl SstWriter {
@@ -108,6 +109,7 @@ impl SstWriter {
             range_deletions: Vec::new(),
             props,
             collectors: Vec::new(),
+            writeback: WritebackPacer::new(crate::WRITEBACK_BYTES, 0),
             failed: false,
         })
     }
@@ -253,6 +255,7 @@ impl SstWriter {
             return Err(Error::io("write", &self.path)(e));
         }
         self.pending.clear();
+        self.writeback.wrote(self.file.as_ref(), self.offset);
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use strata_fs::FileSystem;
+use strata_fs::{FileSystem, WritebackPacer};
 use strata_log::record::{Appender, END_MARKER};
 
 use super::{wal_file_name, WAL_COMPRESS_MIN_BYTES, WAL_FILE_KIND, WAL_FORMAT};
@@ -19,6 +19,7 @@ pub struct WalWriter {
     number: u64,
     path: PathBuf,
     appender: Appender,
+    writeback: WritebackPacer,
 }
 
 impl WalWriter {
@@ -43,6 +44,7 @@ impl WalWriter {
             Ok(appender) => Ok(WalWriter {
                 number,
                 path,
+                writeback: WritebackPacer::new(crate::WRITEBACK_BYTES, appender.offset()),
                 appender,
             }),
             Err(e) => {
@@ -78,7 +80,11 @@ impl WalWriter {
             } else {
                 Error::io("write", &self.path)(e)
             }
-        })
+        })?;
+        // Every WAL file is synced before it stops being the last one.
+        self.writeback
+            .wrote(self.appender.file().as_ref(), self.appender.offset());
+        Ok(())
     }
 
     /// Syncs, appends an empty batch as a marker, and syncs again: the
