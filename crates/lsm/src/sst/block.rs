@@ -261,34 +261,62 @@ impl BlockIter {
 
     /// Moves to the entry at `self.next`; false at the end.
     fn parse_next(&mut self) -> bool {
-        let block = Arc::clone(&self.block);
-        self.current = self.next;
-        if self.current >= block.restarts_at {
+        if self.step() {
+            true
+        } else {
             self.invalidate();
+            false
+        }
+    }
+
+    /// `parse_next` without the invalidation: false at the end or on an
+    /// entry that does not decode. Borrows the block through its field (no
+    /// `Arc` clone per entry: a seek parses up to a restart run of them).
+    fn step(&mut self) -> bool {
+        let BlockIter {
+            block,
+            current,
+            next,
+            restart_index,
+            key,
+            value,
+        } = self;
+        *current = *next;
+        if *current >= block.restarts_at {
             return false;
         }
         let region = &block.data[..block.restarts_at];
         // Decode validated every entry, so this cannot fail; stay panic-free
         // regardless.
-        let Ok((shared, unshared, value_len, header)) = entry_header(region, self.current) else {
-            self.invalidate();
+        let Ok((shared, unshared, value_len, header)) = entry_header(region, *current) else {
             return false;
         };
-        if shared > self.key.len() {
-            self.invalidate();
+        if shared > key.len() {
             return false;
         }
-        let body = self.current + header;
-        self.key.truncate(shared);
-        self.key.extend_from_slice(&region[body..body + unshared]);
-        self.value = (body + unshared, body + unshared + value_len);
-        self.next = self.value.1;
-        while self.restart_index + 1 < block.num_restarts
-            && block.restart(self.restart_index + 1) <= self.current
+        let body = *current + header;
+        key.truncate(shared);
+        key.extend_from_slice(&region[body..body + unshared]);
+        *value = (body + unshared, body + unshared + value_len);
+        *next = value.1;
+        while *restart_index + 1 < block.num_restarts
+            && block.restart(*restart_index + 1) <= *current
         {
-            self.restart_index += 1;
+            *restart_index += 1;
         }
         true
+    }
+
+    /// The key of the entry at restart `i`, read in place (a restart entry
+    /// shares nothing with the one before); `None` if it does not decode.
+    fn restart_key(&self, i: usize) -> Option<&[u8]> {
+        let region = &self.block.data[..self.block.restarts_at];
+        let at = self.block.restart(i);
+        let (shared, unshared, _, header) = entry_header(region, at).ok()?;
+        if shared != 0 {
+            return None;
+        }
+        region.get(at + header..at + header + unshared)
     }
 
     /// Moves to the first entry.
@@ -341,14 +369,15 @@ impl BlockIter {
         let order = self.block.order;
         // The last restart whose key is before the target: the target, if
         // present, is in its run or at the start of the next.
+        // The probes compare restart keys in place; only the final run is
+        // parsed into `key`.
         let (mut left, mut right) = (0, self.block.num_restarts - 1);
         while left < right {
             let mid = (left + right).div_ceil(2);
-            self.seek_to_restart(mid);
-            if !self.parse_next() {
-                return;
-            }
-            if order.compare(&self.key, target) == Ordering::Less {
+            let Some(restart_key) = self.restart_key(mid) else {
+                return self.invalidate();
+            };
+            if order.compare(restart_key, target) == Ordering::Less {
                 left = mid;
             } else {
                 right = mid - 1;
