@@ -5,7 +5,8 @@
 # with every value inline, for the inline baseline. 16-byte keys, VALUE-byte
 # values, TOTAL of user data, the shared settings of docs/bench/lsm-vs-peers.md:
 #   fillrandom, overwrite, readrandom (warm), readrandom-cold (page cache
-#   dropped, engine reopened), scan (every key in order once).
+#   dropped, engine reopened), scan (every key in order once), scan-cold
+#   (the scan after a dropped page cache and a reopen).
 # Writes separated.txt and inline.txt (the text tables, medians of RUNS) and
 # the commands into $OUT. Run from the workspace root.
 #
@@ -39,7 +40,7 @@ if [[ ! -x $B ]]; then
     exit 2
 fi
 mkdir -p "$OUT" "$DIR"
-common=(lsm --workloads fillrandom,overwrite,readrandom,readrandom-cold,scan
+common=(lsm --workloads fillrandom,overwrite,readrandom,readrandom-cold,scan,scan-cold
     --total-bytes "$TOTAL" --key-bytes 16 --value-bytes "$VALUE" --runs "$RUNS"
     --seconds "$MAX_SECONDS" --dir "$DIR")
 

@@ -216,7 +216,7 @@ fn run_engine(
     let mut engine = ctx.kind.open(&dir, ctx.settings)?;
     let mut out = Vec::with_capacity(workloads.len());
     for (w_index, &w) in workloads.iter().enumerate() {
-        if w == Workload::ReadrandomCold {
+        if w.cold() {
             // Close first, so that the engine's own cache goes too and its
             // dirty pages reach the device before the cache is dropped.
             engine.close()?;
@@ -225,8 +225,9 @@ fn run_engine(
             engine = ctx.kind.open(&dir, ctx.settings)?;
             if let Err(e) = dropped {
                 eprintln!(
-                    "note: {name}: readrandom-cold skipped: the page cache could not be \
-                     dropped ({e}; needs root)"
+                    "note: {name}: {} skipped: the page cache could not be \
+                     dropped ({e}; needs root)",
+                    w.name()
                 );
                 continue;
             }

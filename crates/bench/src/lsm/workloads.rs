@@ -51,6 +51,9 @@ pub enum Workload {
     /// Reads the whole tree in key order, once (one thread): after
     /// `deleterandom`, how fast iteration skips the tombstones.
     Scan,
+    /// `scan` after a close, a dropped page cache and a reopen: a scan from
+    /// the device (skipped with a note where the cache cannot be dropped).
+    ScanCold,
 }
 
 impl Workload {
@@ -67,6 +70,7 @@ impl Workload {
             Workload::Readwhilewriting => "readwhilewriting",
             Workload::Deleterandom => "deleterandom",
             Workload::Scan => "scan",
+            Workload::ScanCold => "scan-cold",
         }
     }
 
@@ -81,6 +85,12 @@ impl Workload {
                 | Workload::Readwhilewriting
                 | Workload::Deleterandom
         )
+    }
+
+    /// Whether the workload starts from a closed engine and a dropped page
+    /// cache.
+    pub fn cold(self) -> bool {
+        matches!(self, Workload::ReadrandomCold | Workload::ScanCold)
     }
 
     /// Whether the workload fills the key space.
@@ -277,7 +287,7 @@ pub fn run(
                 Ok(m)
             })
         }
-        Workload::Scan => {
+        Workload::Scan | Workload::ScanCold => {
             let start = Instant::now();
             let out = engine.scan(&[], u64::MAX)?;
             Ok(Measured {
