@@ -120,6 +120,24 @@ impl File for DiskFile {
     }
 
     #[cfg(target_os = "linux")]
+    fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
+        let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        // SAFETY: the descriptor is owned by `self.file` and open for the call;
+        // posix_fadvise reads no memory of ours.
+        let rc = unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_WILLNEED)
+        };
+        // posix_fadvise returns the error number instead of setting errno.
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+
+    #[cfg(target_os = "linux")]
     fn drop_cache(&self) -> io::Result<()> {
         // SAFETY: the descriptor is owned by `self.file` and open for the call;
         // posix_fadvise reads no memory of ours.

@@ -96,6 +96,14 @@ pub trait File: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Asks the OS to read `len` bytes at `offset` into its cache in the
+    /// background (`posix_fadvise` `WILLNEED`): a scan about to read them
+    /// one block at a time finds them there. A hint; a file system without
+    /// a cache ignores it.
+    fn will_need(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
     fn read_exact_at(&self, mut offset: u64, mut buf: &mut [u8]) -> io::Result<()> {
         while !buf.is_empty() {

@@ -36,6 +36,7 @@ fn files_names_and_locks_behave_on_disk() {
     // of it, changes nothing a reader sees.
     file.drop_cache().unwrap();
     file.start_writeback(0, 8).unwrap();
+    file.will_need(0, 13).unwrap();
     let mut again = [0xFF; 13];
     file.read_exact_at(0, &mut again).unwrap();
     assert_eq!(again, buf);

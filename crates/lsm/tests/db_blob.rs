@@ -529,6 +529,40 @@ fn a_dear_collection_waits_for_writers_to_pause() {
     check_range(&db, 700..2000, 1);
 }
 
+/// A scan reads ahead in the blob files it reads forward; point reads and
+/// a scan's first block of a file never do. Counted on the file system.
+#[test]
+fn scans_read_blob_files_ahead_and_point_reads_do_not() {
+    let fs = strata_fs::FaultFs::new(std::sync::Arc::new(MemFs::new()));
+    let mut options = separated_options();
+    options.default_column_family.write_buffer_bytes = 8 << 20;
+    // No cache: every block is read from its file.
+    options.block_cache_bytes = 0;
+    let dyn_fs: std::sync::Arc<dyn FileSystem> = std::sync::Arc::new(fs.clone());
+    let db = Db::open_with(dyn_fs, DIR, options, strata_lsm::Hooks::default()).unwrap();
+    let cf = db.default_column_family();
+    put_range(&db, 0..2000, 1);
+    db.flush(&cf, true).unwrap();
+    db.compact_range(&cf, None, None).unwrap();
+    let read = ReadOptions::default();
+    for i in 0..2000 {
+        assert!(db.get(&read, &cf, &wide_key(i)).unwrap().is_some());
+    }
+    assert_eq!(
+        fs.count(strata_fs::Op::WillNeed),
+        0,
+        "a point read read ahead"
+    );
+    let mut it = db.iter(&read, &cf).unwrap();
+    let got = scan_forward(&mut it);
+    assert_eq!(got.len(), 2000);
+    // 2000 values of 400 bytes, one file of about 850 KB: the first 1 MiB
+    // window is asked for at the second block, the next once the reads
+    // pass 512 KiB (half a window before its end).
+    assert_eq!(fs.count(strata_fs::Op::WillNeed), 2);
+    check_range(&db, 0..2000, 1);
+}
+
 /// Unique keys written through many flushes and compactions leave no
 /// garbage: every value byte in the blob files stays referenced, exactly.
 #[test]

@@ -54,6 +54,9 @@ pub enum Op {
     SyncDir,
     /// `FileSystem::lock`.
     Lock,
+    /// `File::will_need` (a hint: counted, and faulted like the rest, but
+    /// callers ignore its errors).
+    WillNeed,
 }
 
 /// A file system that fails on command; clones share the injection state.
@@ -394,6 +397,11 @@ impl File for FaultFile {
 
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner.start_writeback(offset, len)
+    }
+
+    fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.enter(Op::WillNeed)?;
+        self.inner.will_need(offset, len)
     }
 }
 

@@ -106,6 +106,13 @@ impl BlobFileReader {
         self.file_number
     }
 
+    /// Asks the OS to read `len` bytes at `offset` ahead, in the
+    /// background. A hint: its error is ignored (the read that follows
+    /// reports any real one).
+    pub fn read_ahead(&self, offset: u64, len: u64) {
+        let _ = self.file.will_need(offset, len);
+    }
+
     /// What the header says.
     pub fn header(&self) -> Header {
         self.header

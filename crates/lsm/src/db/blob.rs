@@ -4,6 +4,7 @@
 //! the value is checked against the key that led there. And the online
 //! switch of the separation threshold.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -133,15 +134,29 @@ impl BlobSource<'_> {
     }
 }
 
+/// Bytes a scan asks to be read ahead in a blob file it reads forward.
+const READAHEAD_BYTES: u64 = 1 << 20;
+
 /// Follows blob references for one iterator or compaction. Keeps the last
 /// block read, so a scan over values written together (one block holds
 /// many small ones) reads each block once.
+///
+/// Reads ahead in each blob file it reads forward: a flush or compaction
+/// writes a blob file in key order, so a scan reads each of its files from
+/// front to back, interleaved with the others (after random overwrites, a
+/// value per file in turn). Read one block at a time, a cold scan waited for
+/// the device at every value (0.78x an inline scan); from the second forward
+/// read of a file on, the next [`READAHEAD_BYTES`] are asked for, half a
+/// window before the reads reach them. A seek elsewhere starts over.
 #[derive(Debug)]
 pub(crate) struct BlobValues {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     cache: Option<Arc<BlockCache>>,
     last: Option<(Arc<BlobFileReader>, Arc<BlobBlock>)>,
+    /// Per blob file: where the last read ended, and how far ahead was
+    /// asked for (0 before the file was read forward twice).
+    ahead: HashMap<u64, (u64, u64)>,
 }
 
 impl BlobValues {
@@ -155,6 +170,7 @@ impl BlobValues {
             dir: dir.to_path_buf(),
             cache,
             last: None,
+            ahead: HashMap::new(),
         }
     }
 
@@ -186,10 +202,30 @@ impl BlobValues {
                 && block.stored_len() == r.block_size
         });
         if !cached {
-            self.last = Some(self.source().block(version, r)?);
+            let (reader, block) = self.source().block(version, r)?;
+            self.read_ahead(&reader, r);
+            self.last = Some((reader, block));
         }
         let (reader, block) = self.last.as_ref().expect("read above");
         out.extend_from_slice(reader.value_in(block, r, key)?);
         Ok(())
+    }
+
+    fn read_ahead(&mut self, reader: &BlobFileReader, r: &BlobRef) {
+        let end = r.block_offset.saturating_add(u64::from(r.block_size));
+        let (last_end, asked) = self.ahead.entry(r.file_number).or_insert((u64::MAX, 0));
+        let forward = r.block_offset >= *last_end;
+        *last_end = end;
+        if !forward {
+            *asked = 0;
+            return;
+        }
+        if end.saturating_add(READAHEAD_BYTES / 2) <= *asked {
+            return;
+        }
+        let from = (*asked).max(end);
+        let to = end.saturating_add(READAHEAD_BYTES);
+        reader.read_ahead(from, to - from);
+        *asked = to;
     }
 }
