@@ -121,34 +121,29 @@ impl File for DiskFile {
 
     #[cfg(target_os = "linux")]
     fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
-        let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
-            return Err(io::Error::from_raw_os_error(libc::EFBIG));
-        };
-        // SAFETY: the descriptor is owned by `self.file` and open for the call;
-        // posix_fadvise reads no memory of ours.
-        let rc = unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_WILLNEED)
-        };
-        // posix_fadvise returns the error number instead of setting errno.
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::from_raw_os_error(rc))
-        }
+        fadvise(&self.file, offset, len, libc::POSIX_FADV_WILLNEED)
     }
 
     #[cfg(target_os = "linux")]
     fn drop_cache(&self) -> io::Result<()> {
-        // SAFETY: the descriptor is owned by `self.file` and open for the call;
-        // posix_fadvise reads no memory of ours.
-        let rc =
-            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        // posix_fadvise returns the error number instead of setting errno.
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::from_raw_os_error(rc))
-        }
+        fadvise(&self.file, 0, 0, libc::POSIX_FADV_DONTNEED)
+    }
+}
+
+/// `posix_fadvise` over `len` bytes at `offset` (0 and 0: the whole file).
+#[cfg(target_os = "linux")]
+fn fadvise(file: &fs::File, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: the descriptor is owned by `file` and open for the call;
+    // posix_fadvise reads no memory of ours.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, n, advice) };
+    // posix_fadvise returns the error number instead of setting errno.
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
     }
 }
 
