@@ -14,6 +14,7 @@
 
 mod fault_support;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use fault_support::{
@@ -109,6 +110,13 @@ fn setup() -> Setup {
     write_all(&engine, &batches, 3);
     // A crash after the last synced write: the image is what is durable.
     drop(engine);
+    // With the names durable too. A rotation renames a prepared file into
+    // place without a directory sync, and the preparer syncs it afterwards;
+    // on a loaded machine the crash could come first and leave the last
+    // file under its `recycle-` name (seen once in CI: "the workload must
+    // span files"). Recovery adopts such a file (`adopt_prepared`, tested
+    // on its own); this test tears the records of a named last file.
+    base.sync_dir(Path::new(DIR)).unwrap();
     base.crash(CrashMode::DropUnsynced);
 
     let models: Vec<Model> = (0..=batches.len())
