@@ -563,6 +563,39 @@ fn scans_read_blob_files_ahead_and_point_reads_do_not() {
     check_range(&db, 0..2000, 1);
 }
 
+/// Regression: a scan over scattered values comes back to a block it read
+/// before; that is no seek, and must not ask for the window again (it did,
+/// at almost every block, and the kernel's walks took 45% of a scan).
+#[test]
+fn a_scan_back_at_a_block_it_read_does_not_read_ahead_again() {
+    let mem = MemFs::new();
+    let fs = strata_fs::FaultFs::new(std::sync::Arc::new(mem.clone()));
+    let mut options = separated_options();
+    options.default_column_family.write_buffer_bytes = 8 << 20;
+    options.block_cache_bytes = 0;
+    let dyn_fs: std::sync::Arc<dyn FileSystem> = std::sync::Arc::new(fs.clone());
+    let db = Db::open_with(dyn_fs, DIR, options, strata_lsm::Hooks::default()).unwrap();
+    let cf = db.default_column_family();
+    // Two blob files whose values interleave in key order: even keys in
+    // the first, odd keys (rewritten) in the second.
+    put_range(&db, 0..2000, 1);
+    db.flush(&cf, true).unwrap();
+    let cf_id = cf.id();
+    let mut b = WriteBatch::new();
+    for i in (1..2000).step_by(2) {
+        b.put(cf_id, &wide_key(i), &value(u64::from(i) + 2_000_000, 400));
+    }
+    db.write(&WriteOptions::default(), &b).unwrap();
+    db.flush(&cf, true).unwrap();
+    assert_eq!(files_ending(&mem, ".blob").len(), 2);
+    let before = fs.count(strata_fs::Op::WillNeed);
+    let mut it = db.iter(&ReadOptions::default(), &cf).unwrap();
+    assert_eq!(scan_forward(&mut it).len(), 2000);
+    // Each file is under 1 MiB: two windows each at most.
+    let asked = fs.count(strata_fs::Op::WillNeed) - before;
+    assert!((2..=4).contains(&asked), "asked {asked} times");
+}
+
 /// Unique keys written through many flushes and compactions leave no
 /// garbage: every value byte in the blob files stays referenced, exactly.
 #[test]

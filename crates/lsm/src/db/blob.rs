@@ -154,8 +154,8 @@ pub(crate) struct BlobValues {
     dir: PathBuf,
     cache: Option<Arc<BlockCache>>,
     last: Option<(Arc<BlobFileReader>, Arc<BlobBlock>)>,
-    /// Per blob file: where the last read ended, and how far ahead was
-    /// asked for (0 before the file was read forward twice).
+    /// Per blob file: where the last block read starts, and how far ahead
+    /// was asked for (0 before the file was read forward twice).
     ahead: HashMap<u64, (u64, u64)>,
 }
 
@@ -213,9 +213,13 @@ impl BlobValues {
 
     fn read_ahead(&mut self, reader: &BlobFileReader, r: &BlobRef) {
         let end = r.block_offset.saturating_add(u64::from(r.block_size));
-        let (last_end, asked) = self.ahead.entry(r.file_number).or_insert((u64::MAX, 0));
-        let forward = r.block_offset >= *last_end;
-        *last_end = end;
+        let (last, asked) = self.ahead.entry(r.file_number).or_insert((u64::MAX, 0));
+        // The same block again is no seek: a scan over scattered values
+        // comes back to a block after reading other files' (measured: taking
+        // it for one re-asked the whole window at almost every block, and
+        // the kernel's walk of those cached pages took 45% of a 1 KiB scan).
+        let forward = *last != u64::MAX && r.block_offset >= *last;
+        *last = r.block_offset;
         if !forward {
             *asked = 0;
             return;
