@@ -529,17 +529,29 @@ fn a_dear_collection_waits_for_writers_to_pause() {
     check_range(&db, 700..2000, 1);
 }
 
+/// An engine whose file calls are counted (`FaultFs`, no fault set), with no
+/// block cache, so that every block is read from its file, and no automatic
+/// compaction under 10 L0 files, so that only the test reads.
+fn counted_engine_without_cache() -> (MemFs, strata_fs::FaultFs, Db) {
+    let mem = MemFs::new();
+    let fs = strata_fs::FaultFs::new(std::sync::Arc::new(mem.clone()));
+    let mut options = separated_options();
+    options.default_column_family.write_buffer_bytes = 8 << 20;
+    options
+        .default_column_family
+        .compaction
+        .level0_compaction_trigger = 10;
+    options.block_cache_bytes = 0;
+    let dyn_fs: std::sync::Arc<dyn FileSystem> = std::sync::Arc::new(fs.clone());
+    let db = Db::open_with(dyn_fs, DIR, options, strata_lsm::Hooks::default()).unwrap();
+    (mem, fs, db)
+}
+
 /// A scan reads ahead in the blob files it reads forward; point reads and
 /// a scan's first block of a file never do. Counted on the file system.
 #[test]
 fn scans_read_blob_files_ahead_and_point_reads_do_not() {
-    let fs = strata_fs::FaultFs::new(std::sync::Arc::new(MemFs::new()));
-    let mut options = separated_options();
-    options.default_column_family.write_buffer_bytes = 8 << 20;
-    // No cache: every block is read from its file.
-    options.block_cache_bytes = 0;
-    let dyn_fs: std::sync::Arc<dyn FileSystem> = std::sync::Arc::new(fs.clone());
-    let db = Db::open_with(dyn_fs, DIR, options, strata_lsm::Hooks::default()).unwrap();
+    let (_, fs, db) = counted_engine_without_cache();
     let cf = db.default_column_family();
     put_range(&db, 0..2000, 1);
     db.flush(&cf, true).unwrap();
@@ -568,13 +580,7 @@ fn scans_read_blob_files_ahead_and_point_reads_do_not() {
 /// at almost every block, and the kernel's walks took 45% of a scan).
 #[test]
 fn a_scan_back_at_a_block_it_read_does_not_read_ahead_again() {
-    let mem = MemFs::new();
-    let fs = strata_fs::FaultFs::new(std::sync::Arc::new(mem.clone()));
-    let mut options = separated_options();
-    options.default_column_family.write_buffer_bytes = 8 << 20;
-    options.block_cache_bytes = 0;
-    let dyn_fs: std::sync::Arc<dyn FileSystem> = std::sync::Arc::new(fs.clone());
-    let db = Db::open_with(dyn_fs, DIR, options, strata_lsm::Hooks::default()).unwrap();
+    let (mem, fs, db) = counted_engine_without_cache();
     let cf = db.default_column_family();
     // Two blob files whose values interleave in key order: even keys in
     // the first, odd keys (rewritten) in the second.
