@@ -101,12 +101,7 @@ impl File for DiskFile {
 
     #[cfg(target_os = "linux")]
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
-        let (Ok(off), Ok(n)) = (
-            libc::off64_t::try_from(offset),
-            libc::off64_t::try_from(len),
-        ) else {
-            return Err(io::Error::from_raw_os_error(libc::EFBIG));
-        };
+        let (off, n) = file_range(offset, len)?;
         // SAFETY: the descriptor is owned by `self.file` and open for the call;
         // sync_file_range reads no memory of ours.
         let rc = unsafe {
@@ -130,12 +125,19 @@ impl File for DiskFile {
     }
 }
 
+/// `offset` and `len` as the kernel's signed offsets; EFBIG past them.
+#[cfg(target_os = "linux")]
+fn file_range(offset: u64, len: u64) -> io::Result<(libc::off_t, libc::off_t)> {
+    match (libc::off_t::try_from(offset), libc::off_t::try_from(len)) {
+        (Ok(off), Ok(n)) => Ok((off, n)),
+        _ => Err(io::Error::from_raw_os_error(libc::EFBIG)),
+    }
+}
+
 /// `posix_fadvise` over `len` bytes at `offset` (0 and 0: the whole file).
 #[cfg(target_os = "linux")]
 fn fadvise(file: &fs::File, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
-    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
-        return Err(io::Error::from_raw_os_error(libc::EFBIG));
-    };
+    let (off, n) = file_range(offset, len)?;
     // SAFETY: the descriptor is owned by `file` and open for the call;
     // posix_fadvise reads no memory of ours.
     let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, n, advice) };

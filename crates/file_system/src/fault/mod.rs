@@ -57,6 +57,8 @@ pub enum Op {
     /// `File::will_need` (a hint: counted, and faulted like the rest, but
     /// callers ignore its errors).
     WillNeed,
+    /// `File::start_writeback` (a hint, as `WillNeed`).
+    StartWriteback,
 }
 
 /// A file system that fails on command; clones share the injection state.
@@ -396,6 +398,7 @@ impl File for FaultFile {
     }
 
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.enter(Op::StartWriteback)?;
         self.inner.start_writeback(offset, len)
     }
 
