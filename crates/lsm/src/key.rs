@@ -154,10 +154,14 @@ pub fn parse(encoded: &[u8]) -> Result<(&[u8], SeqNo, ValueKind), DecodeError> {
 /// Compares two encoded internal keys: user keys ascending, then trailers
 /// descending. Bytes too short to hold a trailer sort as a bare user key
 /// before any longer key with the same prefix (never a panic on bad input).
+/// Only equal bytes compare equal: a short key and an empty user key with
+/// the all-ones trailer split alike, and the shorter sorts first.
 pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
     let (ua, ta) = split(a);
     let (ub, tb) = split(b);
-    ua.cmp(ub).then_with(|| tb.cmp(&ta))
+    ua.cmp(ub)
+        .then_with(|| tb.cmp(&ta))
+        .then_with(|| a.len().cmp(&b.len()))
 }
 
 fn split(encoded: &[u8]) -> (&[u8], u64) {
@@ -197,6 +201,11 @@ mod tests {
         bad[n - 8] = 0x7f;
         assert!(parse(&bad).is_err());
         // Never a panic on short input.
+        assert_eq!(compare(b"", &[0xff; 8]), Ordering::Less);
+        assert_eq!(
+            compare(b"k", b"k\xff\xff\xff\xff\xff\xff\xff\xff"),
+            Ordering::Less
+        );
         assert_eq!(compare(b"ab", b"abc"), Ordering::Less);
     }
 }

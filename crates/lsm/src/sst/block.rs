@@ -454,6 +454,24 @@ mod tests {
         }
     }
 
+    /// Found by the `block` fuzz target: an empty key and eight 0xff bytes
+    /// (an empty user key with the all-ones trailer) compared equal, so a
+    /// seek to the second landed on the first.
+    #[test]
+    fn a_short_key_and_its_all_ones_twin_are_distinct_seek_targets() {
+        let twin = [0xffu8; 8];
+        let mut b = BlockBuilder::new(16);
+        b.add(b"", b"short");
+        b.add(&twin, b"twin");
+        let block = Arc::new(Block::decode(b.finish(), KeyOrder::Internal).unwrap());
+        let mut it = block.iter();
+        it.seek(&twin);
+        assert!(it.valid());
+        assert_eq!((it.key(), it.value()), (&twin[..], &b"twin"[..]));
+        it.seek_for_prev(b"");
+        assert_eq!((it.key(), it.value()), (&b""[..], &b"short"[..]));
+    }
+
     #[test]
     fn empty_block_and_bad_bytes() {
         let block = build(&[], 16);
