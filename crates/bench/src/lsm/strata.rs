@@ -83,7 +83,7 @@ impl KvEngine for StrataKv {
             disable_wal: !flags.wal,
             ..WriteOptions::default()
         };
-        self.db.write(&options, &batch).map_err(err("write"))
+        self.db.write_batch(&options, batch).map_err(err("write"))
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>, EngineError> {

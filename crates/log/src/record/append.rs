@@ -35,7 +35,14 @@ pub struct Appender {
     compress_min_bytes: Option<usize>,
     /// Set by a failed write or sync.
     failed: bool,
+    /// The bytes of one append, kept between appends: a small write then
+    /// allocates nothing (the writer's allocations contend with the frees
+    /// of background threads).
+    scratch: Vec<u8>,
 }
+
+/// Scratch capacity kept after an append; a larger one is given back.
+const SCRATCH_KEEP_BYTES: usize = 1 << 20;
 
 impl Appender {
     /// Starts a new file: writes its header and the end marker at offset 0 and
@@ -59,6 +66,7 @@ impl Appender {
             synced_end: FILE_HEADER_LEN as u64,
             compress_min_bytes,
             failed: false,
+            scratch: Vec::new(),
         })
     }
 
@@ -116,13 +124,19 @@ impl Appender {
                 format!("appending would take the file to {end} bytes, over 4 GiB"),
             ));
         }
-        let mut buf = Vec::with_capacity((end - self.offset) as usize);
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.reserve((end - self.offset) as usize);
         for payload in payloads {
             self.encode_record(payload, &mut buf);
         }
         let records = buf.len() as u64;
         buf.extend_from_slice(&END_MARKER);
-        if let Err(e) = self.file.write_at(self.offset, &buf) {
+        let written = self.file.write_at(self.offset, &buf);
+        if buf.capacity() <= SCRATCH_KEEP_BYTES {
+            self.scratch = buf;
+        }
+        if let Err(e) = written {
             self.failed = true;
             return Err(e);
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
 use strata_log::group_commit::Writer;
 
 use super::cf::{CfState, ColumnFamily};
@@ -79,6 +80,28 @@ impl WriteRequest {
 
 type GroupWriter = Arc<Writer<WriteRequest, Result<()>>>;
 
+/// A batch to write: the caller's, copied for the queue, or given.
+pub(super) enum Batch<'a> {
+    Borrowed(&'a WriteBatch),
+    Owned(WriteBatch),
+}
+
+impl Batch<'_> {
+    fn get(&self) -> &WriteBatch {
+        match self {
+            Batch::Borrowed(b) => b,
+            Batch::Owned(b) => b,
+        }
+    }
+
+    fn into_owned(self) -> WriteBatch {
+        match self {
+            Batch::Borrowed(b) => b.clone(),
+            Batch::Owned(b) => b,
+        }
+    }
+}
+
 impl Db {
     /// Applies `batch` atomically: after a crash all of it or none is there,
     /// and a reader sees all of it or none. Typed errors: a bad argument in
@@ -86,7 +109,13 @@ impl Db {
     /// nothing written; after a failed WAL write or sync the engine is
     /// read-only ([`Error::ReadOnly`]) until reopened.
     pub fn write(&self, options: &WriteOptions, batch: &WriteBatch) -> Result<()> {
-        self.inner().write(options, batch)
+        self.inner().write(options, Batch::Borrowed(batch))
+    }
+
+    /// As [`Db::write`], taking the batch: spares the copy that `write`
+    /// makes for the write queue.
+    pub fn write_batch(&self, options: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        self.inner().write(options, Batch::Owned(batch))
     }
 
     /// Makes every write so far durable (one WAL sync), as if each had been
@@ -111,14 +140,14 @@ impl Db {
     ) -> Result<()> {
         let mut b = WriteBatch::with_capacity(key.len() + value.len() + 16);
         b.put(cf.live()?.id, key, value);
-        self.write(options, &b)
+        self.write_batch(options, b)
     }
 
     /// Deletes `key` in `cf`.
     pub fn delete(&self, options: &WriteOptions, cf: &ColumnFamily, key: &[u8]) -> Result<()> {
         let mut b = WriteBatch::with_capacity(key.len() + 16);
         b.delete(cf.live()?.id, key);
-        self.write(options, &b)
+        self.write_batch(options, b)
     }
 
     /// Deletes every key in `[start, end)` of `cf`.
@@ -131,7 +160,7 @@ impl Db {
     ) -> Result<()> {
         let mut b = WriteBatch::with_capacity(start.len() + end.len() + 16);
         b.delete_range(cf.live()?.id, start, end);
-        self.write(options, &b)
+        self.write_batch(options, b)
     }
 }
 
@@ -142,14 +171,48 @@ fn fail_all(n: usize, why: &Error) -> Vec<Result<()>> {
 }
 
 impl DbInner {
-    pub(super) fn write(&self, options: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+    pub(super) fn write(&self, options: &WriteOptions, batch: Batch<'_>) -> Result<()> {
         self.check_writable()?;
-        batch.validate()?;
-        if batch.is_empty() {
-            return Ok(());
+        let (bytes, count) = {
+            let b = batch.get();
+            b.validate()?;
+            if b.is_empty() {
+                return Ok(());
+            }
+            (b.payload().len(), b.count())
+        };
+        let touched = self.touched_families(batch.get())?;
+        let mut batch = Some(batch);
+        loop {
+            let b = batch.take().expect("a batch to submit");
+            // An ingestion in progress over a key this batch writes holds
+            // it back until the ingestion is installed; one atomic load
+            // otherwise.
+            self.latches.wait_for(b.get());
+            self.pace(options, &touched, bytes)?;
+            let request = WriteRequest {
+                batch: Mutex::new(b.into_owned()),
+                bytes: bytes as u64,
+                count,
+                sync: options.sync,
+                disable_wal: options.disable_wal,
+                ..WriteRequest::control()
+            };
+            // Sent back only when an ingestion latched the batch's range
+            // after the check above: wait for it, then go again with the
+            // batch the leader left untouched.
+            match self.submit(request)? {
+                None => return Ok(()),
+                Some(returned) => batch = Some(Batch::Owned(returned)),
+            }
         }
+    }
+
+    /// The live families `batch` writes; `InvalidArgument` naming one that
+    /// does not exist.
+    fn touched_families(&self, batch: &WriteBatch) -> Result<SmallVec<[Arc<CfState>; 2]>> {
         let cfs = self.cfs.load();
-        let mut touched: Vec<Arc<CfState>> = Vec::new();
+        let mut touched: SmallVec<[Arc<CfState>; 2]> = SmallVec::new();
         for item in batch.iter() {
             let item = item.map_err(|e| Error::InvalidArgument(format!("write batch: {e}")))?;
             if touched.iter().any(|cf| cf.id == item.cf) {
@@ -165,27 +228,7 @@ impl DbInner {
                 }
             }
         }
-        drop(cfs);
-        loop {
-            // An ingestion in progress over a key this batch writes holds
-            // it back until the ingestion is installed; one atomic load
-            // otherwise.
-            self.latches.wait_for(batch);
-            self.pace(options, &touched, batch.payload().len())?;
-            let request = WriteRequest {
-                batch: Mutex::new(batch.clone()),
-                bytes: batch.payload().len() as u64,
-                count: batch.count(),
-                sync: options.sync,
-                disable_wal: options.disable_wal,
-                ..WriteRequest::control()
-            };
-            // Sent back only when an ingestion latched the batch's range
-            // after the check above: wait for it, then go again.
-            if self.submit(request)? {
-                return Ok(());
-            }
-        }
+        Ok(touched)
     }
 
     /// Allocates `n` seqnos through the write queue and publishes them at
@@ -244,13 +287,13 @@ impl DbInner {
         Ok(served.writer)
     }
 
-    /// Runs `request` through the write queue; false when the leader sent
-    /// it back (a latch), with nothing written.
-    fn submit(&self, request: WriteRequest) -> Result<bool> {
+    /// Runs `request` through the write queue; its batch back when the
+    /// leader sent it back (a latch), with nothing written.
+    fn submit(&self, request: WriteRequest) -> Result<Option<WriteBatch>> {
         let writer = self.serve_request(request)?;
         let request = &writer.request;
         if request.bounced.load(Ordering::Acquire) {
-            return Ok(false);
+            return Ok(Some(std::mem::take(&mut *request.batch.lock())));
         }
         if request.count > 0 {
             // The group published its seqnos, but an ingestion holding an
@@ -262,7 +305,7 @@ impl DbInner {
                 self.wait_visible(last);
             }
         }
-        Ok(true)
+        Ok(None)
     }
 
     fn check_open_and_not_stopped(&self) -> Result<()> {
@@ -410,7 +453,7 @@ impl DbInner {
             Err(e) => return fail_all(all, &e),
         };
         let last = first + total - 1;
-        let batches: Vec<MutexGuard<'_, WriteBatch>> =
+        let batches: SmallVec<[MutexGuard<'_, WriteBatch>; 4]> =
             group.iter().map(|w| w.request.batch.lock()).collect();
         let outcome = self.log_and_apply(group, batches, first);
         // Published even after a failure (writes are stopped then): an
@@ -432,7 +475,7 @@ impl DbInner {
     fn log_and_apply(
         &self,
         group: &[GroupWriter],
-        mut batches: Vec<MutexGuard<'_, WriteBatch>>,
+        mut batches: SmallVec<[MutexGuard<'_, WriteBatch>; 4]>,
         first: u64,
     ) -> Result<()> {
         let mut next = first;
@@ -442,7 +485,7 @@ impl DbInner {
                 next += u64::from(w.request.count);
             }
         }
-        let payloads: Vec<&[u8]> = group
+        let payloads: SmallVec<[&[u8]; 4]> = group
             .iter()
             .zip(&batches)
             .filter(|(w, _)| !w.request.disable_wal && w.request.count > 0)
@@ -464,7 +507,7 @@ impl DbInner {
             }
         }
         let cfs = self.cfs.load();
-        let mut actives: Vec<(ColumnFamilyId, Arc<Memtable>)> = Vec::new();
+        let mut actives: SmallVec<[(ColumnFamilyId, Arc<Memtable>); 2]> = SmallVec::new();
         for b in &batches {
             let first = b.first_seqno();
             for (i, item) in b.iter().enumerate() {

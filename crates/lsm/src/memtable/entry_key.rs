@@ -8,41 +8,72 @@ use std::cmp::Ordering;
 use crate::key::{self, SeqNo, TRAILER_LEN};
 
 /// An owned encoded internal key (`user_key | u64 trailer`) as stored in the
-/// skiplist.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EntryKey(Box<[u8]>);
+/// skiplist, with the entry's value after it in the same allocation (one
+/// allocation per entry besides the skiplist node). Equality and order are
+/// the key's alone.
+#[derive(Debug, Clone)]
+pub(crate) struct EntryKey {
+    /// `user_key | trailer | value`.
+    bytes: Box<[u8]>,
+    /// Where the value starts: the encoded key's length.
+    key_len: usize,
+}
 
 impl EntryKey {
-    /// The key of `user_key` with `trailer`.
+    /// The key of `user_key` with `trailer`, and no value.
+    #[cfg(test)]
     pub(crate) fn new(user_key: &[u8], trailer: u64) -> EntryKey {
-        let mut encoded = Vec::with_capacity(user_key.len() + TRAILER_LEN);
-        encoded.extend_from_slice(user_key);
-        encoded.extend_from_slice(&trailer.to_le_bytes());
-        EntryKey(encoded.into_boxed_slice())
+        EntryKey::with_value(user_key, trailer, &[])
+    }
+
+    /// The key of `user_key` with `trailer`, holding `value`.
+    pub(crate) fn with_value(user_key: &[u8], trailer: u64, value: &[u8]) -> EntryKey {
+        let key_len = user_key.len() + TRAILER_LEN;
+        let mut bytes = Vec::with_capacity(key_len + value.len());
+        bytes.extend_from_slice(user_key);
+        bytes.extend_from_slice(&trailer.to_le_bytes());
+        bytes.extend_from_slice(value);
+        EntryKey {
+            bytes: bytes.into_boxed_slice(),
+            key_len,
+        }
     }
 
     /// The encoded bytes.
     pub(crate) fn encoded(&self) -> &[u8] {
-        &self.0
+        &self.bytes[..self.key_len]
+    }
+
+    /// The value stored with the key.
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.bytes[self.key_len..]
     }
 
     /// The user key.
     pub(crate) fn user_key(&self) -> &[u8] {
-        &self.0[..self.0.len() - TRAILER_LEN]
+        &self.bytes[..self.key_len - TRAILER_LEN]
     }
 
     /// The sequence number.
     pub(crate) fn seqno(&self) -> SeqNo {
-        let t: [u8; 8] = self.0[self.0.len() - TRAILER_LEN..]
+        let t: [u8; 8] = self.bytes[self.key_len - TRAILER_LEN..self.key_len]
             .try_into()
             .expect("built with a trailer");
         u64::from_le_bytes(t) >> 8
     }
 }
 
+impl PartialEq for EntryKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.encoded() == other.encoded()
+    }
+}
+
+impl Eq for EntryKey {}
+
 impl Ord for EntryKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        key::compare(&self.0, &other.0)
+        key::compare(self.encoded(), other.encoded())
     }
 }
 
@@ -83,7 +114,7 @@ impl PartialOrd for KeyRef {
 
 impl Borrow<KeyRef> for EntryKey {
     fn borrow(&self) -> &KeyRef {
-        KeyRef::new(&self.0)
+        KeyRef::new(self.encoded())
     }
 }
 
@@ -126,5 +157,11 @@ mod tests {
         assert!(KeyRef::new(&seek) > rb);
         assert_eq!(a.seqno(), 5);
         assert_eq!(a.user_key(), b"a");
+        // The value rides along but takes no part in equality or order.
+        let v = EntryKey::with_value(b"a", trailer(5, ValueKind::Put), b"value");
+        assert_eq!(v, a);
+        assert_eq!((v.encoded(), v.value()), (a.encoded(), &b"value"[..]));
+        assert_eq!(v.user_key(), b"a");
+        assert_eq!(v.seqno(), 5);
     }
 }

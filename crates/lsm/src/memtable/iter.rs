@@ -18,9 +18,9 @@ use crate::iter::InternalIterator;
 
 /// An [`InternalIterator`] over one memtable.
 pub struct MemtableIter<'a> {
-    map: &'a SkipMap<EntryKey, Box<[u8]>>,
+    map: &'a SkipMap<EntryKey, ()>,
     /// The current entry; `None` when not valid.
-    cur: Option<Entry<'a, EntryKey, Box<[u8]>>>,
+    cur: Option<Entry<'a, EntryKey, ()>>,
     /// Inclusive lower bound on user keys.
     lower: Option<Vec<u8>>,
     /// Exclusive upper bound on user keys.
@@ -41,7 +41,7 @@ impl std::fmt::Debug for MemtableIter<'_> {
 
 impl<'a> MemtableIter<'a> {
     pub(super) fn new(
-        map: &'a SkipMap<EntryKey, Box<[u8]>>,
+        map: &'a SkipMap<EntryKey, ()>,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> MemtableIter<'a> {
@@ -151,6 +151,6 @@ impl InternalIterator for MemtableIter<'_> {
     }
 
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |e| e.value())
+        self.cur.as_ref().map_or(&[], |e| e.key().value())
     }
 }

@@ -49,8 +49,8 @@ use crate::key::{self, trailer, SeqNo, ValueKind, MAX_SEQNO};
 pub type MemtableId = u64;
 
 /// What an entry costs besides its key and value bytes: the skiplist node
-/// (tower of about two links on average, refcount, height), two boxed slices
-/// and the allocator's rounding. An estimate: it only decides when to flush.
+/// (tower of about two links on average, refcount, height), the boxed slice
+/// of key and value, and the allocator's rounding. An estimate: it only decides when to flush.
 const ENTRY_OVERHEAD_BYTES: usize = 80;
 
 /// A concurrent sorted map of internal keys to values.
@@ -61,9 +61,9 @@ pub struct Memtable {
     /// writes are in that file or later ones.
     log_number: u64,
     /// Puts, deletes and blob indexes by internal key.
-    points: SkipMap<EntryKey, Box<[u8]>>,
+    points: SkipMap<EntryKey, ()>,
     /// Range tombstones: `(start, seqno, RangeDelete)` to the exclusive end.
-    range_tombstones: SkipMap<EntryKey, Box<[u8]>>,
+    range_tombstones: SkipMap<EntryKey, ()>,
     bytes: AtomicUsize,
     /// `u64::MAX` while empty.
     smallest_seqno: AtomicU64,
@@ -137,12 +137,12 @@ impl Memtable {
             _ => &self.points,
         };
         let mut inserted = false;
-        let entry = map.get_or_insert_with(EntryKey::new(user_key, trailer(seqno, kind)), || {
-            inserted = true;
-            value.into()
-        });
+        let entry = map.get_or_insert_with(
+            EntryKey::with_value(user_key, trailer(seqno, kind), value),
+            || inserted = true,
+        );
         if !inserted {
-            if &**entry.value() == value {
+            if entry.key().value() == value {
                 return Ok(());
             }
             return refuse("internal key present with another value");
@@ -175,7 +175,7 @@ impl Memtable {
         match version {
             Some(e) if tombstone.is_none_or(|t| t < e.key().seqno()) => {
                 let (_, _, kind) = key::parse(e.key().encoded()).ok()?;
-                Some((kind, e.value().to_vec()))
+                Some((kind, e.key().value().to_vec()))
             }
             _ => tombstone.map(|_| (ValueKind::RangeDelete, Vec::new())),
         }
@@ -197,7 +197,7 @@ impl Memtable {
             .range::<KeyRef, _>((Bound::Unbounded, Bound::Included(KeyRef::new(&upto))))
             .filter(|e| {
                 let seqno = e.key().seqno();
-                seqno <= snapshot && user_key < &**e.value()
+                seqno <= snapshot && user_key < e.key().value()
             })
             .map(|e| e.key().seqno())
             .max()
@@ -211,7 +211,7 @@ impl Memtable {
             .filter(|e| e.key().seqno() <= snapshot)
             .map(|e| RangeTombstone {
                 start: e.key().user_key().to_vec(),
-                end: e.value().to_vec(),
+                end: e.key().value().to_vec(),
                 seqno: e.key().seqno(),
             })
             .collect()
