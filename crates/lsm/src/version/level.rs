@@ -154,20 +154,24 @@ impl Level {
         }
     }
 
-    /// Appends to `out` the files whose user-key range contains `user_key`:
+    /// Calls `visit` on each file whose user-key range contains `user_key`:
     /// in L0 all of them, newest first (a scan: L0 is kept small by
     /// compaction); in L1+ at most one, found by one tree descent.
-    pub fn files_containing<'a>(&'a self, user_key: &[u8], out: &mut Vec<&'a Arc<FileMeta>>) {
+    pub fn files_containing<'a>(
+        &'a self,
+        user_key: &[u8],
+        mut visit: impl FnMut(&'a Arc<FileMeta>),
+    ) {
         match &self.files {
-            Files::Overlapping(s) => out.extend(
-                s.iter()
-                    .map(|e| &e.0)
-                    .filter(|f| f.desc().contains_user_key(user_key)),
-            ),
+            Files::Overlapping(s) => s
+                .iter()
+                .map(|e| &e.0)
+                .filter(|f| f.desc().contains_user_key(user_key))
+                .for_each(visit),
             Files::Sorted(s) => {
                 if let Some(e) = s.get_prev(user_key) {
                     if e.0.desc().contains_user_key(user_key) {
-                        out.push(&e.0);
+                        visit(&e.0);
                     }
                 }
             }

@@ -37,6 +37,7 @@ mod tests;
 use std::sync::Arc;
 
 use imbl::OrdMap;
+use smallvec::SmallVec;
 
 pub use blob_file::{BlobFileDesc, BlobFileMeta};
 pub use builder::{BuiltVersion, VersionBuilder};
@@ -44,6 +45,10 @@ pub use edit::VersionEdit;
 pub use error::EditError;
 pub use file_meta::{FileDesc, FileMeta, FileNumber, ObsoleteFile, ObsoleteFiles};
 pub use level::Level;
+
+/// The files a point lookup asks, in order, with their levels: inline for
+/// a handful (L0 files and one per level), so a read allocates nothing here.
+pub type FilesForKey<'a> = SmallVec<[(u8, &'a Arc<FileMeta>); 16]>;
 
 use crate::column_family::ColumnFamilyId;
 use crate::key::SeqNo;
@@ -208,16 +213,14 @@ impl Version {
             .flat_map(|(l, level)| level.iter().map(move |f| (l as u8, f)))
     }
 
-    /// Returns the files whose user-key range contains `user_key`, in the
+    /// Returns the files whose user-key range contains `user_key` (inline,
+    /// no allocation for a handful), in the
     /// order a point lookup must ask them: L0 newest first, then at most one
     /// file per level from L1 down.
-    pub fn files_for_key(&self, user_key: &[u8]) -> Vec<(u8, &Arc<FileMeta>)> {
-        let mut out = Vec::new();
-        let mut scratch = Vec::new();
+    pub fn files_for_key(&self, user_key: &[u8]) -> FilesForKey<'_> {
+        let mut out = FilesForKey::new();
         for (l, level) in self.levels.iter().enumerate() {
-            scratch.clear();
-            level.files_containing(user_key, &mut scratch);
-            out.extend(scratch.iter().map(|f| (l as u8, *f)));
+            level.files_containing(user_key, |f| out.push((l as u8, f)));
         }
         out
     }
