@@ -24,5 +24,5 @@ mod writer;
 mod tests;
 
 pub use format::{BlobRecord, BlobRef, Footer as BlobFooter, Header as BlobHeader};
-pub use reader::{BlobBlock, BlobFileReader};
+pub use reader::{BlobBlock, BlobFileReader, Span};
 pub use writer::{BlobFileInfo, BlobFileWriter, BlobWriterOptions};

@@ -56,6 +56,21 @@ impl BlobBlock {
     }
 }
 
+/// Stored bytes of a blob file read at once ([`BlobFileReader::read_span`]).
+#[derive(Debug)]
+pub struct Span {
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+impl Span {
+    /// The stored bytes of the extent at `offset` of `size`, if held whole.
+    fn get(&self, offset: u64, size: u32) -> Option<&[u8]> {
+        let from = usize::try_from(offset.checked_sub(self.offset)?).ok()?;
+        self.bytes.get(from..from.checked_add(size as usize)?)
+    }
+}
+
 impl BlobFileReader {
     /// Opens the blob file at `path` as file `file_number`.
     pub fn open(fs: &dyn FileSystem, path: &Path, file_number: u64) -> Result<BlobFileReader> {
@@ -125,6 +140,39 @@ impl BlobFileReader {
 
     /// Reads and checks the stored block at `offset` of `size` bytes.
     pub fn read_block(&self, offset: u64, size: u32) -> Result<BlobBlock> {
+        self.check_extent(offset, size)?;
+        let mut stored = vec![0u8; size as usize];
+        read_exact(&*self.file, &self.path, offset, &mut stored)?;
+        self.unseal(offset, &stored)
+    }
+
+    /// Reads the stored bytes from `offset` on, `len` of them or up to the
+    /// end of the blocks, at once: a scan then takes the blocks it meets
+    /// there ([`BlobFileReader::block_in_span`]) without a read each.
+    pub fn read_span(&self, offset: u64, len: u64) -> Result<Span> {
+        let end = offset.saturating_add(len).min(self.footer.data_end);
+        if offset < HEADER_LEN as u64 || offset >= end {
+            return Err(
+                self.corruption(offset, format!("a span at {offset} is outside the blocks"))
+            );
+        }
+        let mut bytes = vec![0u8; (end - offset) as usize];
+        read_exact(&*self.file, &self.path, offset, &mut bytes)?;
+        Ok(Span { offset, bytes })
+    }
+
+    /// Checks the stored block at `offset` of `size` bytes, taken from
+    /// `span`; `None` when the span does not hold all of it.
+    pub fn block_in_span(&self, span: &Span, offset: u64, size: u32) -> Option<Result<BlobBlock>> {
+        let stored = span.get(offset, size)?;
+        Some(
+            self.check_extent(offset, size)
+                .and_then(|()| self.unseal(offset, stored)),
+        )
+    }
+
+    /// Refuses an extent that is not within the file's blocks.
+    fn check_extent(&self, offset: u64, size: u32) -> Result<()> {
         let first = (HEADER_LEN + BLOCK_LEN_PREFIX) as u64;
         let size64 = u64::from(size);
         let in_bounds = offset >= first
@@ -142,16 +190,19 @@ impl BlobFileReader {
                 ),
             ));
         }
-        let mut stored = vec![0u8; size as usize];
-        read_exact(&*self.file, &self.path, offset, &mut stored)?;
+        Ok(())
+    }
+
+    /// Checks and decompresses the stored block read at `offset`.
+    fn unseal(&self, offset: u64, stored: &[u8]) -> Result<BlobBlock> {
         let raw =
-            unseal_block(&stored).map_err(|e| self.corruption(offset, format!("block: {e}")))?;
+            unseal_block(stored).map_err(|e| self.corruption(offset, format!("block: {e}")))?;
         if raw.is_empty() {
             return Err(self.corruption(offset, "an empty block"));
         }
         Ok(BlobBlock {
             offset,
-            stored_len: size,
+            stored_len: stored.len() as u32,
             raw,
         })
     }

@@ -48,7 +48,7 @@ pub struct BlobWriterOptions {
 impl Default for BlobWriterOptions {
     fn default() -> Self {
         BlobWriterOptions {
-            block_size_bytes: 16 << 10,
+            block_size_bytes: 4 << 10,
             compression: Compression::Lz4,
             zstd_level: strata_codec::ZSTD_DEFAULT_LEVEL,
         }

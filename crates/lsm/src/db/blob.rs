@@ -14,7 +14,7 @@ use strata_fs::FileSystem;
 use super::cf::{ColumnFamily, SEPARATION_OFF};
 use super::options::check_min_blob_size;
 use super::Db;
-use crate::blob::{BlobBlock, BlobFileReader, BlobRef};
+use crate::blob::{BlobBlock, BlobFileReader, BlobRef, Span};
 use crate::cache::BlockCache;
 use crate::compaction::blob_file_name;
 use crate::error::{Error, Result};
@@ -102,23 +102,29 @@ impl BlobSource<'_> {
         r: &BlobRef,
     ) -> Result<(Arc<BlobFileReader>, Arc<BlobBlock>)> {
         let reader = self.reader(version, r.file_number)?;
-        let cached = self
-            .cache
+        let block = match self.cached_block(r) {
+            Some(b) => b,
+            None => self.read_block(&reader, r)?,
+        };
+        Ok((reader, block))
+    }
+
+    /// The block `r` points into, if the cache holds it.
+    fn cached_block(&self, r: &BlobRef) -> Option<Arc<BlobBlock>> {
+        self.cache
             .and_then(|c| c.get_blob(r.file_number, r.block_offset))
             // A cached block was read for its own extent: a reference naming
             // another size at this offset is checked by reading.
-            .filter(|b| b.stored_len() == r.block_size);
-        let block = match cached {
-            Some(b) => b,
-            None => {
-                let b = Arc::new(reader.read_block(r.block_offset, r.block_size)?);
-                if let Some(c) = self.cache {
-                    c.insert_blob(r.file_number, r.block_offset, b.clone());
-                }
-                b
-            }
-        };
-        Ok((reader, block))
+            .filter(|b| b.stored_len() == r.block_size)
+    }
+
+    /// Reads the block `r` points into, and caches it.
+    fn read_block(&self, reader: &BlobFileReader, r: &BlobRef) -> Result<Arc<BlobBlock>> {
+        let b = Arc::new(reader.read_block(r.block_offset, r.block_size)?);
+        if let Some(c) = self.cache {
+            c.insert_blob(r.file_number, r.block_offset, b.clone());
+        }
+        Ok(b)
     }
 
     fn reader(&self, version: &Version, number: u64) -> Result<Arc<BlobFileReader>> {
@@ -137,6 +143,12 @@ impl BlobSource<'_> {
 /// Bytes a scan asks to be read ahead in a blob file it reads forward.
 const READAHEAD_BYTES: u64 = 1 << 20;
 
+/// Bytes a scan reads at once from a blob file it reads forward.
+const SPAN_BYTES: u64 = 64 << 10;
+
+/// Blob files a scan keeps a span of; past it the spans start over.
+const SPANS_MAX: usize = 64;
+
 /// Follows blob references for one iterator or compaction. Keeps the last
 /// block read, so a scan over values written together (one block holds
 /// many small ones) reads each block once.
@@ -148,6 +160,12 @@ const READAHEAD_BYTES: u64 = 1 << 20;
 /// the device at every value (0.78x an inline scan); from the second forward
 /// read of a file on, the next [`READAHEAD_BYTES`] are asked for, half a
 /// window before the reads reach them. A seek elsewhere starts over.
+///
+/// Reading forward, it also reads [`SPAN_BYTES`] of the file at once and
+/// takes the next blocks from there: small blocks (4 KiB, so that a point
+/// read decompresses little) then cost a scan no read call each. Blocks
+/// taken from a span are not put in the block cache: a scan would evict
+/// what point reads keep there.
 #[derive(Debug)]
 pub(crate) struct BlobValues {
     fs: Arc<dyn FileSystem>,
@@ -157,6 +175,8 @@ pub(crate) struct BlobValues {
     /// Per blob file: where the last block read starts, and how far ahead
     /// was asked for (0 before the file was read forward twice).
     ahead: HashMap<u64, (u64, u64)>,
+    /// Per blob file read forward: the span last read.
+    spans: HashMap<u64, Span>,
 }
 
 impl BlobValues {
@@ -171,6 +191,7 @@ impl BlobValues {
             cache,
             last: None,
             ahead: HashMap::new(),
+            spans: HashMap::new(),
         }
     }
 
@@ -202,8 +223,13 @@ impl BlobValues {
                 && block.stored_len() == r.block_size
         });
         if !cached {
-            let (reader, block) = self.source().block(version, r)?;
-            self.read_ahead(&reader, r);
+            let reader = self.source().reader(version, r.file_number)?;
+            let forward = self.read_ahead(&reader, r);
+            let block = match self.source().cached_block(r) {
+                Some(b) => b,
+                None if forward => Arc::new(self.block_from_span(&reader, r)?),
+                None => self.source().read_block(&reader, r)?,
+            };
             self.last = Some((reader, block));
         }
         let (reader, block) = self.last.as_ref().expect("read above");
@@ -211,7 +237,31 @@ impl BlobValues {
         Ok(())
     }
 
-    fn read_ahead(&mut self, reader: &BlobFileReader, r: &BlobRef) {
+    /// The block `r` points into, from the file's span, which is read
+    /// anew from the block on when it does not hold it.
+    fn block_from_span(&mut self, reader: &BlobFileReader, r: &BlobRef) -> Result<BlobBlock> {
+        if let Some(b) = self
+            .spans
+            .get(&r.file_number)
+            .and_then(|span| reader.block_in_span(span, r.block_offset, r.block_size))
+        {
+            return b;
+        }
+        if self.spans.len() >= SPANS_MAX {
+            self.spans.clear();
+        }
+        let len = SPAN_BYTES.max(u64::from(r.block_size));
+        let span = reader.read_span(r.block_offset, len)?;
+        let block = reader
+            .block_in_span(&span, r.block_offset, r.block_size)
+            .unwrap_or_else(|| reader.read_block(r.block_offset, r.block_size));
+        self.spans.insert(r.file_number, span);
+        block
+    }
+
+    /// Asks for the file ahead of a forward read; true when `r` continues
+    /// a forward read of its file.
+    fn read_ahead(&mut self, reader: &BlobFileReader, r: &BlobRef) -> bool {
         let end = r.block_offset.saturating_add(u64::from(r.block_size));
         let (last, asked) = self.ahead.entry(r.file_number).or_insert((u64::MAX, 0));
         // The same block again is no seek: a scan over scattered values
@@ -222,14 +272,15 @@ impl BlobValues {
         *last = r.block_offset;
         if !forward {
             *asked = 0;
-            return;
+            return false;
         }
         if end.saturating_add(READAHEAD_BYTES / 2) <= *asked {
-            return;
+            return true;
         }
         let from = (*asked).max(end);
         let to = end.saturating_add(READAHEAD_BYTES);
         reader.read_ahead(from, to - from);
         *asked = to;
+        true
     }
 }
