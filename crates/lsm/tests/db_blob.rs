@@ -604,7 +604,7 @@ fn a_scan_back_at_a_block_it_read_does_not_read_ahead_again() {
     assert!((2..=4).contains(&asked), "asked {asked} times");
 }
 
-/// A scan reads a blob file it reads forward in 64 KiB spans, not a read
+/// A scan reads a blob file it reads forward in 32 KiB spans, not a read
 /// call per block; the values are the same. Counted on the file system: a
 /// key-only scan's reads (the SSTs alone) are taken from the full scan's.
 #[test]
@@ -630,9 +630,9 @@ fn scans_read_blob_blocks_in_spans() {
     assert_eq!(scan_forward(&mut it).len(), 2000);
     drop(it);
     let blob_reads = fs.count(strata_fs::Op::Read) - before - sst_reads;
-    // About 850 KB in 2 KiB blocks: over 400 blocks, 14 spans, and the
+    // About 850 KB in 2 KiB blocks: over 400 blocks, 26 spans, and the
     // first block read alone.
-    let spans = stats.file_bytes.div_ceil(64 << 10);
+    let spans = stats.file_bytes.div_ceil(32 << 10);
     assert!(
         blob_reads <= spans + 2,
         "{blob_reads} blob reads for {} bytes",

@@ -57,7 +57,7 @@ impl BlobBlock {
 }
 
 /// Stored bytes of a blob file read at once ([`BlobFileReader::read_span`]).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Span {
     offset: u64,
     bytes: Vec<u8>,
@@ -147,18 +147,24 @@ impl BlobFileReader {
     }
 
     /// Reads the stored bytes from `offset` on, `len` of them or up to the
-    /// end of the blocks, at once: a scan then takes the blocks it meets
-    /// there ([`BlobFileReader::block_in_span`]) without a read each.
-    pub fn read_span(&self, offset: u64, len: u64) -> Result<Span> {
+    /// end of the blocks, at once, into `span` (its buffer reused): a scan
+    /// then takes the blocks it meets there
+    /// ([`BlobFileReader::block_in_span`]) without a read each.
+    pub fn read_span(&self, offset: u64, len: u64, span: &mut Span) -> Result<()> {
         let end = offset.saturating_add(len).min(self.footer.data_end);
+        span.bytes.clear();
+        span.offset = offset;
         if offset < HEADER_LEN as u64 || offset >= end {
             return Err(
                 self.corruption(offset, format!("a span at {offset} is outside the blocks"))
             );
         }
-        let mut bytes = vec![0u8; (end - offset) as usize];
-        read_exact(&*self.file, &self.path, offset, &mut bytes)?;
-        Ok(Span { offset, bytes })
+        span.bytes.resize((end - offset) as usize, 0);
+        let read = read_exact(&*self.file, &self.path, offset, &mut span.bytes);
+        if read.is_err() {
+            span.bytes.clear();
+        }
+        read
     }
 
     /// Checks the stored block at `offset` of `size` bytes, taken from

@@ -144,10 +144,14 @@ impl BlobSource<'_> {
 const READAHEAD_BYTES: u64 = 1 << 20;
 
 /// Bytes a scan reads at once from a blob file it reads forward.
-const SPAN_BYTES: u64 = 64 << 10;
+const SPAN_BYTES: u64 = 32 << 10;
 
-/// Blob files a scan keeps a span of; past it the spans start over.
-const SPANS_MAX: usize = 64;
+/// Blob files a scan keeps a span of (at most 8 MiB of spans); past it,
+/// the span used longest ago goes. A scan after random overwrites reads
+/// from every blob file in turn (about 70 at 4 GiB of 1 KiB values): a
+/// bound of 64 that dropped all spans at once read each span again and
+/// again, 30% of the scan.
+const SPANS_MAX: usize = 256;
 
 /// Follows blob references for one iterator or compaction. Keeps the last
 /// block read, so a scan over values written together (one block holds
@@ -175,8 +179,11 @@ pub(crate) struct BlobValues {
     /// Per blob file: where the last block read starts, and how far ahead
     /// was asked for (0 before the file was read forward twice).
     ahead: HashMap<u64, (u64, u64)>,
-    /// Per blob file read forward: the span last read.
-    spans: HashMap<u64, Span>,
+    /// Per blob file read forward: the span last read, and when it was
+    /// last used (`tick`).
+    spans: HashMap<u64, (Span, u64)>,
+    /// Counts span uses, to find the one used longest ago.
+    tick: u64,
 }
 
 impl BlobValues {
@@ -192,6 +199,7 @@ impl BlobValues {
             last: None,
             ahead: HashMap::new(),
             spans: HashMap::new(),
+            tick: 0,
         }
     }
 
@@ -240,22 +248,31 @@ impl BlobValues {
     /// The block `r` points into, from the file's span, which is read
     /// anew from the block on when it does not hold it.
     fn block_from_span(&mut self, reader: &BlobFileReader, r: &BlobRef) -> Result<BlobBlock> {
-        if let Some(b) = self
-            .spans
-            .get(&r.file_number)
-            .and_then(|span| reader.block_in_span(span, r.block_offset, r.block_size))
-        {
-            return b;
+        self.tick += 1;
+        if let Some((span, used)) = self.spans.get_mut(&r.file_number) {
+            *used = self.tick;
+            if let Some(b) = reader.block_in_span(span, r.block_offset, r.block_size) {
+                return b;
+            }
         }
-        if self.spans.len() >= SPANS_MAX {
-            self.spans.clear();
-        }
+        let mut span = match self.spans.remove(&r.file_number) {
+            Some((span, _)) => span,
+            None => {
+                if self.spans.len() >= SPANS_MAX {
+                    let oldest = self.spans.iter().min_by_key(|(_, (_, used))| *used);
+                    if let Some(&number) = oldest.map(|(n, _)| n) {
+                        self.spans.remove(&number);
+                    }
+                }
+                Span::default()
+            }
+        };
         let len = SPAN_BYTES.max(u64::from(r.block_size));
-        let span = reader.read_span(r.block_offset, len)?;
+        reader.read_span(r.block_offset, len, &mut span)?;
         let block = reader
             .block_in_span(&span, r.block_offset, r.block_size)
             .unwrap_or_else(|| reader.read_block(r.block_offset, r.block_size));
-        self.spans.insert(r.file_number, span);
+        self.spans.insert(r.file_number, (span, self.tick));
         block
     }
 
