@@ -35,7 +35,8 @@ use super::range_del::{self, RangeTombstone};
 use super::stored_block::unseal;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::key::{SeqNo, ValueKind};
+use crate::key::{self, SeqNo, ValueKind, MAX_SEQNO};
+use smallvec::SmallVec;
 
 /// A reader of one SST file.
 #[derive(Debug, Clone)]
@@ -111,6 +112,51 @@ impl ReaderInner {
 
     pub(super) fn corruption(&self, offset: u64, reason: impl Into<String>) -> Error {
         self.blocks.corruption(offset, reason)
+    }
+
+    /// `get_entry` for a file with a one-level index and no assigned seqno:
+    /// the index block, then one data block (the next one's first entry
+    /// when the target sorts after the last key of the first), with no
+    /// iterator state and no allocation but the value and two key buffers.
+    fn point_lookup(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
+        let mut target: SmallVec<[u8; 64]> = SmallVec::new();
+        target.extend_from_slice(user_key);
+        let trailer = key::trailer(snapshot.min(MAX_SEQNO), ValueKind::BlobIndex);
+        target.extend_from_slice(&trailer.to_le_bytes());
+        let mut index = self.index_top.iter();
+        index.seek(&target);
+        while index.valid() {
+            let handle = BlockHandle::decode(index.value()).map_err(|e| {
+                self.corruption(
+                    self.footer.index.offset,
+                    format!("index entry: bad block handle: {e}"),
+                )
+            })?;
+            let block = self.read_block(handle, KeyOrder::Internal, "data")?;
+            let mut it = block.iter();
+            it.seek(&target);
+            if it.valid() {
+                let (found, seqno, kind) = key::parse(it.key()).map_err(|e| {
+                    self.corruption(handle.offset, format!("data block: bad key: {e}"))
+                })?;
+                if kind == ValueKind::RangeDelete {
+                    return Err(self.corruption(
+                        handle.offset,
+                        "data block: a range deletion among point entries",
+                    ));
+                }
+                if found != user_key {
+                    return Ok(None);
+                }
+                return Ok(Some((kind, seqno, it.value().to_vec())));
+            }
+            index.next();
+        }
+        Ok(None)
     }
 
     /// The decoded block at `handle`, from the cache or the file.
@@ -330,6 +376,10 @@ impl SstReader {
     ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
         if !self.may_contain(user_key) || !self.may_contain_prefix(user_key) {
             return Ok(None);
+        }
+        let inner = &self.inner;
+        if inner.footer.index_kind == IndexKind::Single && inner.global_seqno.is_none() {
+            return inner.point_lookup(user_key, snapshot);
         }
         let mut it = self.iter();
         it.seek(&lookup_key(user_key, snapshot))?;
