@@ -229,3 +229,25 @@ fn empty_file_reads_as_empty() {
     assert_eq!(r.get(b"k", 9).unwrap(), None);
     assert_eq!(r.properties().smallest_key, None);
 }
+
+/// A compaction's iterator reads data blocks without putting them in the
+/// block cache (it reads every block of its inputs once and would evict
+/// what readers use); a reader's iterator fills it.
+#[test]
+fn a_compaction_iterator_does_not_fill_the_block_cache() {
+    let options = SstWriterOptions {
+        index_partition_bytes: 16 << 20,
+        ..tiny(Compression::None)
+    };
+    let (fs, path) = memfs_with(&sample_model(300), options);
+    let cache = std::sync::Arc::new(strata_lsm::BlockCache::new(1 << 20));
+    let reader = strata_lsm::SstReader::open(&*fs, &path, 1, Some(cache.clone())).unwrap();
+    assert_eq!(reader.footer().index_kind, IndexKind::Single);
+    let mut it = reader.iter_without_filling_cache();
+    let compacted = scan_forward(&mut it).unwrap();
+    assert!(compacted.len() > 1);
+    assert!(cache.is_empty(), "{} blocks cached", cache.len());
+    let mut it = reader.iter();
+    assert_eq!(scan_forward(&mut it).unwrap(), compacted);
+    assert!(!cache.is_empty(), "a reader's scan cached nothing");
+}

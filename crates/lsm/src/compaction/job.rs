@@ -83,7 +83,7 @@ pub fn run_compaction(
             end: t.end.clone(),
             seqno: t.seqno,
         }));
-        children.push(reader.iter());
+        children.push(reader.iter_without_filling_cache());
     }
     let mut input = MergingIterator::new(children);
     let ctx = OutputContext {

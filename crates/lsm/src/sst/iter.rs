@@ -97,6 +97,8 @@ struct TwoLevel<O> {
     inner: Option<(BlockHandle, BlockIter)>,
     reader: Arc<ReaderInner>,
     what: &'static str,
+    /// Blocks read from the file go into the block cache.
+    fill_cache: bool,
 }
 
 impl<O: Cursor> TwoLevel<O> {
@@ -106,6 +108,7 @@ impl<O: Cursor> TwoLevel<O> {
             inner: None,
             reader,
             what,
+            fill_cache: true,
         }
     }
 
@@ -122,9 +125,12 @@ impl<O: Cursor> TwoLevel<O> {
                 .corruption(at, format!("{} entry: bad block handle: {e}", self.what))
         })?;
         if self.inner.as_ref().is_none_or(|(h, _)| *h != handle) {
-            let block = self
-                .reader
-                .read_block(handle, KeyOrder::Internal, self.what)?;
+            let block = self.reader.read_block_filling(
+                handle,
+                KeyOrder::Internal,
+                self.what,
+                self.fill_cache,
+            )?;
             self.inner = Some((handle, block.iter()));
         }
         Ok(self.inner.as_mut().map(|(_, it)| it))
@@ -307,6 +313,12 @@ impl SstIter {
             global_seqno,
             presented: Vec::new(),
         }
+    }
+
+    /// Keeps the data blocks this iterator reads from the file out of the
+    /// block cache (index partitions still go in: they are few and shared).
+    pub(super) fn stop_filling_cache(&mut self) {
+        self.data.fill_cache = false;
     }
 
     /// True when positioned at an entry.

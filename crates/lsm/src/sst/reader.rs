@@ -159,12 +159,26 @@ impl ReaderInner {
         Ok(None)
     }
 
-    /// The decoded block at `handle`, from the cache or the file.
+    /// The decoded block at `handle`, from the cache or the file (and then
+    /// into the cache).
     pub(super) fn read_block(
         &self,
         handle: BlockHandle,
         order: KeyOrder,
         what: &str,
+    ) -> Result<Arc<Block>> {
+        self.read_block_filling(handle, order, what, true)
+    }
+
+    /// As `read_block`; a block read from the file goes into the cache only
+    /// with `fill` (compaction reads every block of its inputs once, and
+    /// would evict what readers use).
+    pub(super) fn read_block_filling(
+        &self,
+        handle: BlockHandle,
+        order: KeyOrder,
+        what: &str,
+        fill: bool,
     ) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache {
             if let Some(block) = cache.get(self.file_number, handle.offset) {
@@ -177,7 +191,7 @@ impl ReaderInner {
             self.blocks
                 .read_decoded(handle, what, |raw| Block::decode(raw, order))?,
         );
-        if let Some(cache) = &self.cache {
+        if let (Some(cache), true) = (&self.cache, fill) {
             cache.insert(self.file_number, handle.offset, Arc::clone(&block));
         }
         Ok(block)
@@ -433,6 +447,14 @@ impl SstReader {
     /// An iterator over the file's data entries, positioned nowhere.
     pub fn iter(&self) -> SstIter {
         SstIter::new(Arc::clone(&self.inner), None, None)
+    }
+
+    /// As [`SstReader::iter`], for a compaction: blocks it reads from the
+    /// file do not go into the block cache.
+    pub fn iter_without_filling_cache(&self) -> SstIter {
+        let mut it = SstIter::new(Arc::clone(&self.inner), None, None);
+        it.stop_filling_cache();
+        it
     }
 
     /// An iterator over the entries whose user key is in `[lower, upper)`
