@@ -109,7 +109,14 @@ fn readers_never_see_a_torn_state() {
                 let mut last_visible = 0;
                 let mut seen = [false; 2];
                 let mut loads = 0u64;
-                while !done.load(Ordering::Relaxed) {
+                // At least one check each, even when the writers finish
+                // before this thread is first scheduled (seen in CI on 2
+                // busy cores: a reader that never ran failed the test).
+                loop {
+                    let finished = done.load(Ordering::Relaxed);
+                    if finished && loads > 0 {
+                        break;
+                    }
                     let state = inst.load_full();
                     loads += 1;
                     let v = &state.version;
