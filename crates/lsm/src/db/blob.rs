@@ -146,12 +146,12 @@ const READAHEAD_BYTES: u64 = 1 << 20;
 /// Bytes a scan reads at once from a blob file it reads forward.
 const SPAN_BYTES: u64 = 32 << 10;
 
-/// Blob files a scan keeps a span of (at most 8 MiB of spans); past it,
-/// the span used longest ago goes. A scan after random overwrites reads
-/// from every blob file in turn (about 70 at 4 GiB of 1 KiB values): a
-/// bound of 64 that dropped all spans at once read each span again and
-/// again, 30% of the scan.
-const SPANS_MAX: usize = 256;
+/// Blob files a scan keeps its place in (and a span of, at most 8 MiB of
+/// spans); past it, the file read longest ago is forgotten. A scan after
+/// random overwrites reads from every blob file in turn (about 70 at 4 GiB
+/// of 1 KiB values): a bound of 64 that dropped all spans at once read each
+/// span again and again, 30% of the scan.
+const FILES_MAX: usize = 256;
 
 /// Follows blob references for one iterator or compaction. Keeps the last
 /// block read, so a scan over values written together (one block holds
@@ -176,14 +176,23 @@ pub(crate) struct BlobValues {
     dir: PathBuf,
     cache: Option<Arc<BlockCache>>,
     last: Option<(Arc<BlobFileReader>, Arc<BlobBlock>)>,
-    /// Per blob file: where the last block read starts, and how far ahead
-    /// was asked for (0 before the file was read forward twice).
-    ahead: HashMap<u64, (u64, u64)>,
-    /// Per blob file read forward: the span last read, and when it was
-    /// last used (`tick`).
-    spans: HashMap<u64, (Span, u64)>,
-    /// Counts span uses, to find the one used longest ago.
+    /// How each blob file is being read, by number.
+    files: HashMap<u64, FileRead>,
+    /// Counts block reads, to find the file read longest ago.
     tick: u64,
+}
+
+/// Where a scan is in one blob file.
+#[derive(Debug)]
+struct FileRead {
+    /// Where the last block read starts (`u64::MAX` before the first).
+    last: u64,
+    /// How far ahead was asked for (0 until the file is read forward).
+    asked: u64,
+    /// The span last read (empty until the file is read forward).
+    span: Span,
+    /// The `tick` of its last block read.
+    used: u64,
 }
 
 impl BlobValues {
@@ -197,8 +206,7 @@ impl BlobValues {
             dir: dir.to_path_buf(),
             cache,
             last: None,
-            ahead: HashMap::new(),
-            spans: HashMap::new(),
+            files: HashMap::new(),
             tick: 0,
         }
     }
@@ -232,10 +240,12 @@ impl BlobValues {
         });
         if !cached {
             let reader = self.source().reader(version, r.file_number)?;
-            let forward = self.read_ahead(&reader, r);
-            let block = match self.source().cached_block(r) {
+            let cached_block = self.source().cached_block(r);
+            let file = self.file_read(r.file_number);
+            let forward = file.read_ahead(&reader, r);
+            let block = match cached_block {
                 Some(b) => b,
-                None if forward => Arc::new(self.block_from_span(&reader, r)?),
+                None if forward => Arc::new(file.block_from_span(&reader, r)?),
                 None => self.source().read_block(&reader, r)?,
             };
             self.last = Some((reader, block));
@@ -245,59 +255,62 @@ impl BlobValues {
         Ok(())
     }
 
-    /// The block `r` points into, from the file's span, which is read
-    /// anew from the block on when it does not hold it.
-    fn block_from_span(&mut self, reader: &BlobFileReader, r: &BlobRef) -> Result<BlobBlock> {
+    /// The read state of file `number`, made (forgetting the file read
+    /// longest ago when [`FILES_MAX`] are kept) if new.
+    fn file_read(&mut self, number: u64) -> &mut FileRead {
         self.tick += 1;
-        if let Some((span, used)) = self.spans.get_mut(&r.file_number) {
-            *used = self.tick;
-            if let Some(b) = reader.block_in_span(span, r.block_offset, r.block_size) {
-                return b;
+        if !self.files.contains_key(&number) && self.files.len() >= FILES_MAX {
+            let oldest = self.files.iter().min_by_key(|(_, f)| f.used);
+            if let Some(&old) = oldest.map(|(n, _)| n) {
+                self.files.remove(&old);
             }
         }
-        let mut span = match self.spans.remove(&r.file_number) {
-            Some((span, _)) => span,
-            None => {
-                if self.spans.len() >= SPANS_MAX {
-                    let oldest = self.spans.iter().min_by_key(|(_, (_, used))| *used);
-                    if let Some(&number) = oldest.map(|(n, _)| n) {
-                        self.spans.remove(&number);
-                    }
-                }
-                Span::default()
-            }
-        };
-        let len = SPAN_BYTES.max(u64::from(r.block_size));
-        reader.read_span(r.block_offset, len, &mut span)?;
-        let block = reader
-            .block_in_span(&span, r.block_offset, r.block_size)
-            .unwrap_or_else(|| reader.read_block(r.block_offset, r.block_size));
-        self.spans.insert(r.file_number, (span, self.tick));
-        block
+        let file = self.files.entry(number).or_insert_with(|| FileRead {
+            last: u64::MAX,
+            asked: 0,
+            span: Span::default(),
+            used: 0,
+        });
+        file.used = self.tick;
+        file
     }
+}
 
+impl FileRead {
     /// Asks for the file ahead of a forward read; true when `r` continues
     /// a forward read of its file.
     fn read_ahead(&mut self, reader: &BlobFileReader, r: &BlobRef) -> bool {
         let end = r.block_offset.saturating_add(u64::from(r.block_size));
-        let (last, asked) = self.ahead.entry(r.file_number).or_insert((u64::MAX, 0));
         // The same block again is no seek: a scan over scattered values
         // comes back to a block after reading other files' (measured: taking
         // it for one re-asked the whole window at almost every block, and
         // the kernel's walk of those cached pages took 45% of a 1 KiB scan).
-        let forward = *last != u64::MAX && r.block_offset >= *last;
-        *last = r.block_offset;
+        let forward = self.last != u64::MAX && r.block_offset >= self.last;
+        self.last = r.block_offset;
         if !forward {
-            *asked = 0;
+            self.asked = 0;
             return false;
         }
-        if end.saturating_add(READAHEAD_BYTES / 2) <= *asked {
+        if end.saturating_add(READAHEAD_BYTES / 2) <= self.asked {
             return true;
         }
-        let from = (*asked).max(end);
+        let from = self.asked.max(end);
         let to = end.saturating_add(READAHEAD_BYTES);
         reader.read_ahead(from, to - from);
-        *asked = to;
+        self.asked = to;
         true
+    }
+
+    /// The block `r` points into, from the file's span, which is read
+    /// anew from the block on when it does not hold it.
+    fn block_from_span(&mut self, reader: &BlobFileReader, r: &BlobRef) -> Result<BlobBlock> {
+        let (offset, size) = (r.block_offset, r.block_size);
+        if let Some(b) = reader.block_in_span(&self.span, offset, size) {
+            return b;
+        }
+        reader.read_span(offset, SPAN_BYTES.max(u64::from(size)), &mut self.span)?;
+        reader
+            .block_in_span(&self.span, offset, size)
+            .unwrap_or_else(|| reader.read_block(offset, size))
     }
 }

@@ -3,6 +3,7 @@
 //! appends the batches to the WAL (one write, one sync if any writer asked
 //! for it), inserts them into the memtables and publishes the last seqno.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,28 +81,6 @@ impl WriteRequest {
 
 type GroupWriter = Arc<Writer<WriteRequest, Result<()>>>;
 
-/// A batch to write: the caller's, copied for the queue, or given.
-pub(super) enum Batch<'a> {
-    Borrowed(&'a WriteBatch),
-    Owned(WriteBatch),
-}
-
-impl Batch<'_> {
-    fn get(&self) -> &WriteBatch {
-        match self {
-            Batch::Borrowed(b) => b,
-            Batch::Owned(b) => b,
-        }
-    }
-
-    fn into_owned(self) -> WriteBatch {
-        match self {
-            Batch::Borrowed(b) => b.clone(),
-            Batch::Owned(b) => b,
-        }
-    }
-}
-
 impl Db {
     /// Applies `batch` atomically: after a crash all of it or none is there,
     /// and a reader sees all of it or none. Typed errors: a bad argument in
@@ -109,13 +88,13 @@ impl Db {
     /// nothing written; after a failed WAL write or sync the engine is
     /// read-only ([`Error::ReadOnly`]) until reopened.
     pub fn write(&self, options: &WriteOptions, batch: &WriteBatch) -> Result<()> {
-        self.inner().write(options, Batch::Borrowed(batch))
+        self.inner().write(options, Cow::Borrowed(batch))
     }
 
     /// As [`Db::write`], taking the batch: spares the copy that `write`
     /// makes for the write queue.
     pub fn write_batch(&self, options: &WriteOptions, batch: WriteBatch) -> Result<()> {
-        self.inner().write(options, Batch::Owned(batch))
+        self.inner().write(options, Cow::Owned(batch))
     }
 
     /// Makes every write so far durable (one WAL sync), as if each had been
@@ -171,27 +150,27 @@ fn fail_all(n: usize, why: &Error) -> Vec<Result<()>> {
 }
 
 impl DbInner {
-    pub(super) fn write(&self, options: &WriteOptions, batch: Batch<'_>) -> Result<()> {
+    /// The write path; a borrowed batch is copied for the queue.
+    pub(super) fn write(
+        &self,
+        options: &WriteOptions,
+        mut batch: Cow<'_, WriteBatch>,
+    ) -> Result<()> {
         self.check_writable()?;
-        let (bytes, count) = {
-            let b = batch.get();
-            b.validate()?;
-            if b.is_empty() {
-                return Ok(());
-            }
-            (b.payload().len(), b.count())
-        };
-        let touched = self.touched_families(batch.get())?;
-        let mut batch = Some(batch);
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let (bytes, count) = (batch.payload().len(), batch.count());
+        let touched = self.touched_families(&batch)?;
         loop {
-            let b = batch.take().expect("a batch to submit");
             // An ingestion in progress over a key this batch writes holds
             // it back until the ingestion is installed; one atomic load
             // otherwise.
-            self.latches.wait_for(b.get());
+            self.latches.wait_for(&batch);
             self.pace(options, &touched, bytes)?;
             let request = WriteRequest {
-                batch: Mutex::new(b.into_owned()),
+                batch: Mutex::new(batch.into_owned()),
                 bytes: bytes as u64,
                 count,
                 sync: options.sync,
@@ -203,7 +182,7 @@ impl DbInner {
             // batch the leader left untouched.
             match self.submit(request)? {
                 None => return Ok(()),
-                Some(returned) => batch = Some(Batch::Owned(returned)),
+                Some(returned) => batch = Cow::Owned(returned),
             }
         }
     }

@@ -50,7 +50,8 @@ pub type MemtableId = u64;
 
 /// What an entry costs besides its key and value bytes: the skiplist node
 /// (tower of about two links on average, refcount, height), the boxed slice
-/// of key and value, and the allocator's rounding. An estimate: it only decides when to flush.
+/// of key and value, and the allocator's rounding. An estimate: it only
+/// decides when to flush.
 const ENTRY_OVERHEAD_BYTES: usize = 80;
 
 /// A concurrent sorted map of internal keys to values.

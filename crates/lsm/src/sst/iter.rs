@@ -28,16 +28,22 @@ use super::block::{BlockIter, KeyOrder};
 use super::format::{BlockHandle, IndexKind};
 use super::reader::ReaderInner;
 use crate::error::Result;
-use crate::key::{self, InternalKey, SeqNo, ValueKind, MAX_SEQNO};
+use crate::key::{self, SeqNo, ValueKind, MAX_SEQNO};
 
 /// The key a lookup of `user_key` at `snapshot` seeks to: it sorts before
 /// every version of `user_key` with a sequence number at or below
 /// `snapshot`, and after every newer one. `BlobIndex` is the largest kind, so
 /// its trailer is the largest for that sequence number.
 pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
-    InternalKey::new(user_key, snapshot.min(MAX_SEQNO), ValueKind::BlobIndex)
-        .encoded()
-        .to_vec()
+    let mut k = Vec::with_capacity(user_key.len() + key::TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&lookup_trailer(snapshot).to_le_bytes());
+    k
+}
+
+/// The trailer of [`lookup_key`].
+pub(crate) fn lookup_trailer(snapshot: SeqNo) -> u64 {
+    key::trailer(snapshot.min(MAX_SEQNO), ValueKind::BlobIndex)
 }
 
 /// A cursor whose moves may need to read blocks.

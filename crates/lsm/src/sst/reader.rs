@@ -28,14 +28,14 @@ use strata_fs::{File, FileSystem};
 use super::block::{Block, KeyOrder};
 use super::filter::BloomFilter;
 use super::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
-use super::iter::{lookup_key, SstIter};
+use super::iter::{lookup_key, lookup_trailer, SstIter};
 use super::meta_index::{self, MetaIndex};
 use super::properties::Properties;
 use super::range_del::{self, RangeTombstone};
 use super::stored_block::unseal;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::key::{self, SeqNo, ValueKind, MAX_SEQNO};
+use crate::key::{self, SeqNo, ValueKind};
 use smallvec::SmallVec;
 
 /// A reader of one SST file.
@@ -125,8 +125,7 @@ impl ReaderInner {
     ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
         let mut target: SmallVec<[u8; 64]> = SmallVec::new();
         target.extend_from_slice(user_key);
-        let trailer = key::trailer(snapshot.min(MAX_SEQNO), ValueKind::BlobIndex);
-        target.extend_from_slice(&trailer.to_le_bytes());
+        target.extend_from_slice(&lookup_trailer(snapshot).to_le_bytes());
         let mut index = self.index_top.iter();
         index.seek(&target);
         while index.valid() {
