@@ -267,15 +267,29 @@ fn wait_until_any_held(holds: &[strata_fs::Hold], what: &str) {
     }
 }
 
-/// Regression: while an ingestion held its seqno (allocated, its manifest
-/// append in flight), a write to another range took a later seqno and
-/// returned at once, before the visible seqno could reach it: the writer's
-/// own next read did not see what it had just written. A write now returns
-/// only once it is visible.
-#[test]
-fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
+/// The name of the newest WAL file: the one writes append to.
+fn active_wal(mem: &MemFs) -> String {
+    mem.list(std::path::Path::new(DIR))
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .max()
+        .expect("a WAL file")
+}
+
+/// A database on a fault-injecting file system and an ingestion of keys
+/// 500..510 (tagged "ingested") stopped at its manifest append, after its
+/// fence: the holds release it.
+struct HeldIngestion {
+    mem: MemFs,
+    ffs: strata_fs::FaultFs,
+    db: std::sync::Arc<strata_lsm::Db>,
+    manifest: [strata_fs::Hold; 2],
+    ingesting: std::thread::JoinHandle<strata_lsm::Result<strata_lsm::IngestReport>>,
+}
+
+fn ingestion_held_at_its_manifest_append(name: &str) -> HeldIngestion {
     use std::sync::Arc;
-    use std::time::Duration;
     use strata_fs::{FaultFs, Op};
 
     let mem = MemFs::new();
@@ -291,10 +305,9 @@ fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
     );
     mem.create_dir_all(std::path::Path::new("/external"))
         .expect("dir");
-    let path = external_path("held");
+    let path = external_path(name);
     write_external(&mem, &path, &puts((500..510).map(k), "ingested"));
-    // The ingestion's manifest append waits here, its seqno allocated.
-    let holds = [
+    let manifest = [
         ffs.hold(Op::SyncData, "MANIFEST-"),
         ffs.hold(Op::SyncAll, "MANIFEST-"),
     ];
@@ -305,7 +318,31 @@ fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
             db.ingest(&cf, &[path], &IngestOptions::default())
         })
     };
-    wait_until_any_held(&holds, "the ingestion never reached its manifest append");
+    wait_until_any_held(&manifest, "the ingestion never reached its manifest append");
+    HeldIngestion {
+        mem,
+        ffs,
+        db,
+        manifest,
+        ingesting,
+    }
+}
+
+/// Regression: while an ingestion held its seqno (allocated, its manifest
+/// append in flight), a write to another range took a later seqno and
+/// returned at once, before the visible seqno could reach it: the writer's
+/// own next read did not see what it had just written. A write now returns
+/// only once it is visible.
+#[test]
+fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
+    use std::time::Duration;
+
+    let HeldIngestion {
+        db,
+        manifest: holds,
+        ingesting,
+        ..
+    } = ingestion_held_at_its_manifest_append("held");
     let writing = {
         let db = db.clone();
         std::thread::spawn(move || {
@@ -324,6 +361,81 @@ fn a_write_is_visible_to_its_writer_while_an_ingestion_is_installing() {
         "the writer did not see its own write"
     );
     ingesting.join().expect("ingest thread").expect("ingest");
+    assert_eq!(
+        get(&db, &ReadOptions::default(), 505),
+        tagged("ingested", 505)
+    );
+}
+
+/// Regression: an ingestion whose seqnos came after a write still in flight
+/// (its WAL sync slow) waited for that write, its own seqnos allocated and
+/// unpublished and the installer's lock held, before it swapped its files
+/// in: a preempted or slow step there held every later writer's
+/// acknowledgement. It now installs and publishes at once; the visible
+/// seqno passes it when the earlier write finishes, and until then readers
+/// do not see the files.
+#[test]
+fn an_ingestion_installs_without_waiting_for_an_earlier_write_in_flight() {
+    use std::time::{Duration, Instant};
+    use strata_fs::Op;
+
+    let files = |db: &strata_lsm::Db| {
+        db.property(&db.default_column_family(), "strata.num-files")
+            .expect("property")
+            .expect("known property")
+    };
+    let HeldIngestion {
+        mem,
+        ffs,
+        db,
+        manifest,
+        ingesting,
+    } = ingestion_held_at_its_manifest_append("behind-a-write");
+    // The ingestion's file is not installed yet: `files(&db)` counts it once
+    // it is.
+    let files_before = files(&db);
+    // A synced write to another range takes a seqno after the fence and
+    // stops in its WAL sync, unpublished.
+    let wal = active_wal(&mem);
+    let wal_sync = [ffs.hold(Op::SyncData, &wal)];
+    let writing = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let cf = db.default_column_family();
+            let sync = WriteOptions {
+                sync: true,
+                ..WriteOptions::default()
+            };
+            db.put(&sync, &cf, &k(1), b"mine").expect("put");
+        })
+    };
+    wait_until_any_held(&wal_sync, "the write never reached its WAL sync");
+    drop(manifest);
+    // The files are installed while the write is still held...
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while files(&db) == files_before {
+        assert!(
+            Instant::now() < deadline,
+            "the ingestion waited for the write in flight before installing"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // ... and not visible: the write before them is not.
+    assert_eq!(get(&db, &ReadOptions::default(), 505), None);
+    assert_eq!(get(&db, &ReadOptions::default(), 1), None);
+    assert!(
+        !ingesting.is_finished(),
+        "ingest returned before it was visible"
+    );
+    drop(wal_sync);
+    writing.join().expect("writer");
+    let report = ingesting.join().expect("ingest thread").expect("ingest");
+    assert!(
+        report.seqno_hold < Duration::from_secs(1),
+        "the hold spanned the write's wait: {:?}",
+        report.seqno_hold
+    );
+    assert_eq!(get(&db, &ReadOptions::default(), 1), Some(b"mine".to_vec()));
     assert_eq!(
         get(&db, &ReadOptions::default(), 505),
         tagged("ingested", 505)
@@ -356,13 +468,7 @@ fn a_write_that_raced_the_latch_reads_the_same_before_and_after_a_reopen() {
         .expect("dir");
     let path = external_path("raced");
     write_external(&mem, &path, &puts((500..510).map(k), "ingested"));
-    let wal = mem
-        .list(std::path::Path::new(DIR))
-        .expect("list")
-        .into_iter()
-        .filter(|n| n.ends_with(".wal"))
-        .max()
-        .expect("a WAL file");
+    let wal = active_wal(&mem);
     // A synced write holds the write queue's leader in its WAL sync.
     let holds = [ffs.hold(Op::SyncData, &wal), ffs.hold(Op::SyncAll, &wal)];
     let spawn_put = |key: u32, value: &'static [u8], sync: bool| {

@@ -21,8 +21,9 @@ pub struct Ingested {
     /// How long the ingestion alone held the engine's visible seqno back,
     /// where it says (Strata's `IngestReport::seqno_hold`).
     pub seqno_hold: Option<Duration>,
-    /// How long its seqnos were allocated but unpublished, waiting for
-    /// earlier writes in flight included (`IngestReport::seqno_reserved`).
+    /// The hold plus the wait, after publishing, until its seqnos were
+    /// visible (earlier writes in flight finishing), where it says
+    /// (`IngestReport::seqno_reserved`).
     pub seqno_reserved: Option<Duration>,
 }
 

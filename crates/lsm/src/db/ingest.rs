@@ -26,11 +26,11 @@
 //!    edit with the files at the fence's seqnos to the manifest (the
 //!    commit point; what recovery installs).
 //! 7. Still under that lock: allocate the seqnos readers will see (after
-//!    every write acknowledged so far), wait for the earlier ones in
-//!    flight, and publish the files at them in the same swap as the
-//!    visible seqno; publish the seqnos in the allocator; release the
-//!    latch. Only this step holds seqnos unpublished: no I/O, microseconds
-//!    (`IngestReport::seqno_hold`).
+//!    every seqno handed out), swap in the version with the files at them,
+//!    and publish them in the allocator at once, without waiting for the
+//!    earlier writes in flight: a reader below the seqnos skips the files'
+//!    entries. Only this step holds seqnos unpublished: no I/O, no wait,
+//!    microseconds (`IngestReport::seqno_hold`). Then release the latch.
 //!
 //! The manifest and the published version give the files different
 //! seqnos (the fence's and step 7's). Both order the range alike: no
@@ -53,9 +53,8 @@
 //! Locks: the range latch (a leaf, held across the steps but never while
 //! waiting for another lock's holder to need it); the write queue for the
 //! fence, with no lock held; the installer's lock and the manifest lock
-//! through `Installer::install_sequenced` and the persist hook. Holding the
-//! installer's lock, step 7 waits for writes in flight to publish their
-//! seqnos; publishing takes no installer lock, so the wait ends.
+//! through `Installer::install_sequenced` and the persist hook. Step 7
+//! waits for nothing under the installer's lock.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -116,19 +115,19 @@ pub struct IngestReport {
     /// How many flushes the ingestion asked for (memtables holding keys of
     /// the range).
     pub flushes: u32,
-    /// How long the ingestion alone held the visible seqno back: from the
-    /// moment every seqno below its own was published (so that, without
-    /// it, the visible seqno could have moved on) until it published its
-    /// own, in the swap that installs the files. The manifest append is
-    /// not in it: the edit is durable before the seqnos are taken. Writers
-    /// never wait for an ingestion outside its range, but a write is
-    /// acknowledged only once visible, so this is what one may wait. Also
-    /// summed in `Statistics::ingest_seqno_hold_micros`.
+    /// How long the ingestion held the visible seqno back: from the
+    /// allocation of the seqnos readers see to their publication, which
+    /// holds the build and the swap of the version with the files and no
+    /// wait or I/O (the manifest edit is durable before). Writers never
+    /// wait for an ingestion outside its range, but a write is
+    /// acknowledged only once visible, so this is what one may wait at
+    /// most. Also summed in `Statistics::ingest_seqno_hold_micros`.
     pub seqno_hold: Duration,
-    /// How long the ingestion's seqnos were allocated but unpublished:
-    /// `seqno_hold` plus the wait for writes that took earlier seqnos and
-    /// were still in flight (their WAL append and sync), which the writes
-    /// queued after them wait for anyway.
+    /// `seqno_hold` plus the wait, after publishing, until the ingestion's
+    /// seqnos are visible (writes that took earlier seqnos and were still
+    /// in flight finishing): the ingestion returns only then, as a write
+    /// does, so that its caller's next read sees the files. Nothing waits
+    /// for the ingestion during it.
     pub seqno_reserved: Duration,
 }
 
@@ -456,7 +455,7 @@ impl DbInner {
             };
             let durable = edit_at(fence);
             let mut stale = false;
-            let mut held: Option<(SeqNo, Instant, Instant)> = None;
+            let mut held: Option<(SeqNo, Instant)> = None;
             let installed = state.installer.install_sequenced(
                 Install {
                     edits: std::slice::from_ref(&durable),
@@ -478,16 +477,16 @@ impl DbInner {
                     self.persist_edits(state, edits, v)
                 },
                 &mut || {
-                    // The edit is durable. Now the seqnos readers will see:
-                    // after every write acknowledged so far, held only
-                    // until the swap (the earlier writes in flight publish
-                    // first; later ones wait behind them anyway).
-                    self.wait_visible(self.seq.allocated());
+                    // The edit is durable. Now the seqnos readers will see,
+                    // after every write acknowledged so far, published
+                    // right after the swap without waiting for the writes
+                    // in flight that took earlier ones: the files are in
+                    // the version before the seqno is visible, and a reader
+                    // below it skips their entries as it skips any newer
+                    // than its seqno. So the visible seqno is held back by
+                    // the build and the swap only, never by a wait.
                     let first = self.seq.allocate(seqnos)?;
-                    let allocated = Instant::now();
-                    held = Some((first, allocated, allocated));
-                    self.wait_visible(first - 1);
-                    held = Some((first, allocated, Instant::now()));
+                    held = Some((first, Instant::now()));
                     debug_assert!(
                         !memtables_overlap(&state.installer.load(), span, first),
                         "a write reached a latched range between the fence and the ingestion"
@@ -500,19 +499,23 @@ impl DbInner {
             );
             // Whatever happened: seqnos allocated must not hold the
             // visible seqno back.
-            let published = held.map(|(first, allocated, visible)| {
+            let published = held.map(|(first, allocated)| {
                 let r = self.seq.publish(first + seqnos - 1);
-                let now = Instant::now();
-                (first, r, now - allocated, now - visible)
+                (first, r, allocated.elapsed())
             });
             match installed {
                 Ok(_) => {
-                    let Some((first, published, reserved, hold)) = published else {
+                    let Some((first, published, hold)) = published else {
                         return Err(Error::ReadOnly(
                             "an ingestion installed without its seqnos".into(),
                         ));
                     };
                     published?;
+                    // Return once visible, as a write does: the caller's
+                    // next read sees the files. Nothing is held meanwhile.
+                    let reserved = Instant::now();
+                    self.wait_visible(first + seqnos - 1);
+                    let reserved = hold + reserved.elapsed();
                     let (data, delete) = descs(first);
                     return Ok(IngestReport {
                         seqno: first + seqnos - 1,
