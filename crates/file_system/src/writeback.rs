@@ -26,9 +26,21 @@ impl WritebackPacer {
     /// the kernel keeps a writeback error against the file, and the file's
     /// sync reports it.
     pub fn wrote(&mut self, file: &dyn File, end: u64) {
+        if let Some((offset, len)) = self.due(end) {
+            let _ = file.start_writeback(offset, len);
+        }
+    }
+
+    /// Called after writing up to `end`: the range whose writeback is due
+    /// (`offset`, `len`), for a caller that starts it elsewhere (another
+    /// thread: the hint can block while the device queue is full).
+    pub fn due(&mut self, end: u64) -> Option<(u64, u64)> {
         if end >= self.done + self.every {
-            let _ = file.start_writeback(self.done, end - self.done);
+            let range = (self.done, end - self.done);
             self.done = end;
+            Some(range)
+        } else {
+            None
         }
     }
 }

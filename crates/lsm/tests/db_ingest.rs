@@ -267,13 +267,14 @@ fn wait_until_any_held(holds: &[strata_fs::Hold], what: &str) {
     }
 }
 
-/// The name of the newest WAL file: the one writes append to.
+/// The name of the WAL file writes append to, before any memtable switch:
+/// the oldest (the other one, if there, is made ahead for the next switch).
 fn active_wal(mem: &MemFs) -> String {
     mem.list(std::path::Path::new(DIR))
         .expect("list")
         .into_iter()
         .filter(|n| n.ends_with(".wal"))
-        .max()
+        .min()
         .expect("a WAL file")
 }
 

@@ -15,7 +15,8 @@ use strata_fs::{FileSystem, MemFs};
 use strata_lsm::wal::{wal_file_name, WalWriter};
 
 /// The bytes of a valid WAL file `number` holding `payloads`, one append
-/// each; every other append synced.
+/// each; every other append synced; closed durably (its marker last) as
+/// the engine closes every file before the last.
 fn valid_file(number: u64, payloads: &[Vec<u8>]) -> Vec<u8> {
     let fs = Arc::new(MemFs::new());
     fs.create_dir_all(Path::new("/w")).unwrap();
@@ -26,6 +27,7 @@ fn valid_file(number: u64, payloads: &[Vec<u8>]) -> Vec<u8> {
             w.sync().unwrap();
         }
     }
+    w.close_durably().unwrap();
     let f = fs
         .open(&Path::new("/w").join(wal_file_name(number)), false)
         .unwrap();
@@ -102,7 +104,8 @@ fn valid_files_replay_whole() {
         },
     )
     .unwrap();
-    assert_eq!(n, 3);
+    // Three payloads and the two close markers (empty batches).
+    assert_eq!(n, 5);
 }
 
 /// Writes the `wal_replay` fuzz target's seeds (valid one- and two-file

@@ -16,7 +16,9 @@ use strata_lsm::{Error, RecoveryMode};
 const DIR: &str = "/db";
 const NUMBERS: [u64; 2] = [4, 9];
 
-/// Two files of three appends each, every append synced.
+/// Two files of three appends each, every append synced; the first closed
+/// durably (its marker, an empty batch, last), as the engine closes every
+/// file before the last.
 fn setup() -> (Arc<MemFs>, Vec<(u64, Vec<u8>)>) {
     let fs = Arc::new(MemFs::new());
     fs.create_dir_all(Path::new(DIR)).unwrap();
@@ -29,6 +31,10 @@ fn setup() -> (Arc<MemFs>, Vec<(u64, Vec<u8>)>) {
             w.append(&[&p]).unwrap();
             w.sync().unwrap();
             all.push((number, p));
+        }
+        if number != NUMBERS[NUMBERS.len() - 1] {
+            w.close_durably().unwrap();
+            all.push((number, strata_lsm::WriteBatch::new().payload().to_vec()));
         }
     }
     (fs, all)

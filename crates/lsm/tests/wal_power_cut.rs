@@ -21,13 +21,37 @@ fn write(fs: &Arc<MemFs>, seed: u64) -> (Vec<(u64, Vec<u8>)>, usize) {
     let mut w = WalWriter::create(dyn_fs.clone(), Path::new(DIR), number).unwrap();
     let mut all = Vec::new();
     let mut synced = 0;
+    // Files left behind and not yet closed durably: the engine's WAL thread
+    // closes them (sync, marker, sync) in order, some time after the
+    // switch, and always before a later file is synced.
+    let mut retired: Vec<WalWriter> = Vec::new();
+    let close_retired = |retired: &mut Vec<WalWriter>, all: &mut Vec<(u64, Vec<u8>)>| {
+        for mut old in retired.drain(..) {
+            old.close_durably().unwrap();
+            // The marker is the file's last record: after its payloads,
+            // before every later file's (`all` is in file order).
+            let at = all
+                .iter()
+                .position(|(n, _)| *n > old.number())
+                .unwrap_or(all.len());
+            all.insert(
+                at,
+                (
+                    old.number(),
+                    strata_lsm::WriteBatch::new().payload().to_vec(),
+                ),
+            );
+        }
+    };
     for step in 0..rng.gen_range(1..14) {
         if rng.gen_bool(0.15) {
-            // The engine syncs a file before it creates the next one.
-            w.sync().unwrap();
-            synced = all.len();
             number += 1 + rng.gen_range(0..4);
-            w = WalWriter::create(dyn_fs.clone(), Path::new(DIR), number).unwrap();
+            let next = WalWriter::create(dyn_fs.clone(), Path::new(DIR), number).unwrap();
+            retired.push(std::mem::replace(&mut w, next));
+        }
+        if !retired.is_empty() && rng.gen_bool(0.3) {
+            close_retired(&mut retired, &mut all);
+            synced = synced.max(all.iter().filter(|(n, _)| *n < number).count());
         }
         let n = rng.gen_range(1..4);
         let payloads: Vec<Vec<u8>> = (0..n)
@@ -49,6 +73,8 @@ fn write(fs: &Arc<MemFs>, seed: u64) -> (Vec<(u64, Vec<u8>)>, usize) {
         w.append(&refs).unwrap();
         all.extend(payloads.into_iter().map(|p| (number, p)));
         if rng.gen_bool(0.4) {
+            // A sync waits for every earlier file's close.
+            close_retired(&mut retired, &mut all);
             w.sync().unwrap();
             synced = all.len();
         }

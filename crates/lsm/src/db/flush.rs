@@ -81,6 +81,11 @@ impl DbInner {
         // The remaining memtables log into this file or later ones.
         let log_number = rs.active.log_number();
         drop(rs);
+        // The install makes the WAL files below `log_number` obsolete:
+        // their close (by the WAL thread, started at the switch) ends
+        // first, so that none is deleted under it, and a failed close
+        // stops the flush before it writes anything.
+        self.wal_keeper.wait_closed(log_number)?;
         // Garbage collection keeps only the newest version above the
         // newest snapshot, which is right only if no later snapshot can
         // take a seqno below an input's. An ingestion's seqno, allocated
@@ -253,7 +258,8 @@ impl DbInner {
     /// unflushed memtable of every family.
     pub(super) fn delete_obsolete_wals(&self) {
         let current = self.wal.lock().number();
-        let mut keep_from = current;
+        // A retired file the WAL thread is still closing stays too.
+        let mut keep_from = current.min(self.wal_keeper.first_unclosed().unwrap_or(current));
         for cf in self.cfs.load().by_id.values() {
             let rs = cf.installer.load();
             for m in std::iter::once(&rs.active).chain(rs.immutables.iter()) {

@@ -7,7 +7,8 @@
 //!    at a time appends the group to the WAL and inserts it into the
 //!    memtables, and is the only thread that switches memtables;
 //! 2. `wal`: the WAL writer, held by the leader for the append and sync,
-//!    and by flushes to read the current WAL number;
+//!    and by flushes to read the current WAL number; the WAL thread's state
+//!    (`wal/keeper.rs`, a leaf) is taken under it, never the reverse;
 //! 3. a column family's installer lock (inside its `Installer`): one
 //!    flush, compaction or ingestion of that family installs at a time;
 //! 4. `manifest`: the manifest file and the last persisted version of each
@@ -55,7 +56,7 @@ use crate::compaction::{CompactionFilter, RateLimiter};
 use crate::error::{Error, Result};
 use crate::seq::SeqAllocator;
 use crate::version::{FileNumber, ObsoleteFile, ObsoleteFiles};
-use crate::wal::WalWriter;
+use crate::wal::{WalKeeper, WalWriter};
 
 pub use background::{CompactionInfo, EventListener, FlushInfo};
 pub use cf::{check_name, ColumnFamily, COLUMN_FAMILY_NAME_MAX, DEFAULT_COLUMN_FAMILY_NAME};
@@ -134,8 +135,12 @@ pub(crate) struct DbInner {
     seq: SeqAllocator,
     queue: WriteQueue<WriteRequest, Result<()>>,
     wal: Mutex<WalWriter>,
+    /// Makes the next WAL file ahead and closes retired ones
+    /// (`wal/keeper.rs`).
+    wal_keeper: WalKeeper,
     manifest: Mutex<ManifestLog>,
-    next_file: AtomicU64,
+    /// Shared with the WAL thread, which numbers the files it makes.
+    next_file: Arc<AtomicU64>,
     next_memtable: AtomicU64,
     cache: Option<Arc<BlockCache>>,
     obsolete_queue: ObsoleteFiles,
@@ -264,12 +269,13 @@ impl DbInner {
             return Ok(());
         }
         self.bg.stop_and_join();
-        // Sync what the WAL holds: a clean close loses nothing that was
-        // written without sync.
+        // Close the retired WAL files and the current one durably: a clean
+        // close loses nothing that was written without sync.
+        let retired = self.wal_keeper.stop();
         let synced = if self.stopped.load(Ordering::Acquire) {
             Ok(())
         } else {
-            self.wal.lock().close_durably()
+            retired.and_then(|()| self.wal.lock().close_durably())
         };
         self.delete_obsolete_files();
         if let Some(why) = self.error.lock().clone() {

@@ -38,7 +38,7 @@ use crate::memtable::{Memtable, MemtableList};
 use crate::read_state::{Installer, ReadState};
 use crate::seq::SeqAllocator;
 use crate::version::{ObsoleteFiles, Version, VersionBuilder, VersionEdit};
-use crate::wal::{self, WalCut, WalWriter};
+use crate::wal::{self, WalCut, WalKeeper, WalWriter};
 
 /// Name of the lock file held while the database is open.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -356,6 +356,9 @@ pub(super) fn open(
         }
     }
     fs.sync_dir(dir).map_err(Error::io("sync directory", dir))?;
+    // Started after the leftovers went: the file it makes ahead is not one.
+    let next_file = Arc::new(AtomicU64::new(next.load(Ordering::Relaxed)));
+    let wal_keeper = WalKeeper::start(fs.clone(), dir.to_path_buf(), next_file.clone())?;
 
     let cache = (options.block_cache_bytes > 0)
         .then(|| Arc::new(BlockCache::new(options.block_cache_bytes)));
@@ -399,11 +402,12 @@ pub(super) fn open(
         seq: SeqAllocator::new(last_seqno)?,
         queue: WriteQueue::new(),
         wal: Mutex::new(wal_writer),
+        wal_keeper,
         manifest: Mutex::new(ManifestLog {
             writer,
             families: persisted,
         }),
-        next_file: AtomicU64::new(next.load(Ordering::Relaxed)),
+        next_file,
         next_memtable,
         cache,
         obsolete_queue: queue,

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
-use crate::wal::WalWriter;
 
 /// How often a stopped engine tries to resume.
 pub(super) const RESUME_INTERVAL: Duration = Duration::from_millis(100);
@@ -62,17 +61,34 @@ impl DbInner {
             let families = m.families.clone();
             self.rewrite_manifest(&mut m, &families)?;
         }
-        let number = self.new_file_number();
+        // The next WAL file, numbered after every one before it; removed
+        // again if the flushes fail, so that no empty file is left between
+        // two that hold writes (replay stops at a file not closed durably).
+        // A retired WAL file whose close failed (out of space, say) is not
+        // needed: its records are in the memtables the flushes below write
+        // out, and writes stay stopped unless they all succeed.
+        self.wal_keeper.clear_failure();
+        let next = self.wal_keeper.next_file()?;
+        let number = next.number();
         let cfs = self.cfs.load();
-        for cf in cfs.by_id.values() {
+        let flushed = cfs.by_id.values().try_for_each(|cf| {
             let id = self.next_memtable.fetch_add(1, Ordering::Relaxed);
             cf.installer
-                .switch_memtable(Arc::new(Memtable::with_log_number(id, number)))?;
+                .switch_memtable(Arc::new(Memtable::with_log_number(id, number)))
+        });
+        let flushed = flushed.and_then(|()| {
+            cfs.by_id
+                .values()
+                .try_for_each(|cf| self.flush_immutables(cf))
+        });
+        if let Err(e) = flushed {
+            let path = next.path().to_path_buf();
+            drop(next);
+            let _ = self.fs.remove(&path);
+            return Err(e);
         }
-        for cf in cfs.by_id.values() {
-            self.flush_immutables(cf)?;
-        }
-        *self.wal.lock() = WalWriter::create(self.fs.clone(), &self.dir, number)?;
+        // The old files are no longer needed: every memtable is flushed.
+        *self.wal.lock() = next;
         self.delete_obsolete_wals();
         *self.error.lock() = None;
         self.no_space.store(false, Ordering::Release);

@@ -20,7 +20,6 @@ use crate::column_family::ColumnFamilyId;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
-use crate::wal::WalWriter;
 
 /// Bytes of batches one leader takes into its group.
 const GROUP_BYTES_MAX: u64 = 4 << 20;
@@ -102,7 +101,13 @@ impl Db {
     pub fn sync_wal(&self) -> Result<()> {
         let inner = self.inner();
         inner.check_writable()?;
-        let r = inner.wal.lock().sync();
+        let r = {
+            let mut wal = inner.wal.lock();
+            inner
+                .wal_keeper
+                .wait_closed(wal.number())
+                .and_then(|()| wal.sync())
+        };
         if let Err(e) = &r {
             inner.stop_writes(e);
         }
@@ -387,6 +392,12 @@ impl DbInner {
         if let Err(e) = self.check_open_and_not_stopped() {
             return fail_all(group.len(), &e);
         }
+        if let Some(why) = self.wal_keeper.failure() {
+            // A retired WAL file could not be closed durably.
+            let e = Error::ReadOnly(why);
+            self.stop_writes(&e);
+            return fail_all(group.len(), &e);
+        }
         if let Err(e) = self.switch_full_memtables(group) {
             self.stop_writes(&e);
             return fail_all(group.len(), &e);
@@ -476,11 +487,15 @@ impl DbInner {
         if !payloads.is_empty() || sync {
             let mut wal = self.wal.lock();
             if !payloads.is_empty() {
-                wal.append(&payloads)?;
+                if let Some(w) = wal.append_deferring_writeback(&payloads)? {
+                    self.wal_keeper.start_writeback(w);
+                }
                 self.counters
                     .add_wal_bytes(payloads.iter().map(|p| p.len() as u64).sum());
             }
             if sync {
+                // Durable only once every earlier file is closed durably.
+                self.wal_keeper.wait_closed(wal.number())?;
                 wal.sync()?;
                 self.counters.add_wal_sync();
             }
@@ -532,11 +547,13 @@ impl DbInner {
     fn switch_memtables(&self, cfs: &[Arc<CfState>]) -> Result<()> {
         let number = {
             let mut wal = self.wal.lock();
-            // Everything before the new file is durable: damage in a WAL
-            // file that is not the last is then never a power cut's tail.
-            wal.sync()?;
-            let number = self.new_file_number();
-            *wal = WalWriter::create(self.fs.clone(), &self.dir, number)?;
+            // The next file was made ahead; the WAL thread closes the old
+            // one durably (sync, marker, sync) off this path, before any
+            // later file is synced for a writer (`wal/keeper.rs`).
+            let next = self.wal_keeper.next_file()?;
+            let number = next.number();
+            let old = std::mem::replace(&mut *wal, next);
+            self.wal_keeper.retire(old);
             number
         };
         for cf in cfs {

@@ -7,15 +7,19 @@
 //! but are not consecutive.
 //!
 //! Invariants:
-//! - The engine syncs a WAL file before it creates the next one, so only the
-//!   last file can hold unsynced bytes: damage in any other file is damage to
-//!   synced data.
+//! - A WAL file the writers left is closed durably (sync, an empty-batch
+//!   marker, sync) by the WAL thread (`keeper.rs`), and a later file is
+//!   synced only after that: a file before the last without its marker was
+//!   caught by a power cut before its close, and no later file holds a
+//!   synced write; replay stops after it. Damage in a file with its marker
+//!   is damage to synced data.
 //! - A file's header and end marker, and its directory entry, are durable
 //!   before [`WalWriter::create`] returns: a last file that cannot show a
 //!   header was never given a record.
 //! - Replay applies a prefix of the records, in order: it never applies a
 //!   record after a damaged one.
 
+mod keeper;
 mod replay;
 mod writer;
 
@@ -26,6 +30,7 @@ use std::path::PathBuf;
 
 use strata_log::record::FileFormat;
 
+pub(crate) use keeper::WalKeeper;
 pub use replay::replay;
 pub use writer::WalWriter;
 

@@ -9,6 +9,7 @@ use strata_log::record::{
 use strata_log::RecoveryMode;
 
 use super::{parse_wal_file_name, WalCut, WalReplay, WAL_FORMAT};
+use crate::batch::WriteBatch;
 use crate::{Error, Result};
 
 /// The most a creation writes before its sync: header and end marker. A file
@@ -62,6 +63,19 @@ pub fn replay(
             End::Fatal { offset, reason } => {
                 return Err(Error::corruption(&path, offset, reason));
             }
+            End::Cut { offset, reason }
+                if !is_last
+                    && mode != RecoveryMode::TolerateAnyCorruption
+                    && later_file_synced(fs, dir, &numbers[i + 1..])? =>
+            {
+                // A later file was synced after its creation, which waits
+                // for every earlier file's close: this one was whole.
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    format!("{reason}, in a file a later synced file vouches for"),
+                ));
+            }
             End::Cut { offset, reason } => {
                 out.cuts.push(WalCut {
                     path,
@@ -76,6 +90,26 @@ pub fn replay(
         }
     }
     Ok(out)
+}
+
+/// Whether a record of one of the WAL files `numbers` says its file was
+/// synced after its creation.
+fn later_file_synced(fs: &dyn FileSystem, dir: &Path, numbers: &[u64]) -> Result<bool> {
+    for &number in numbers {
+        let bytes = read_all(fs, &dir.join(super::wal_file_name(number)))?;
+        if decode_file_header_of(&WAL_FORMAT, &bytes).is_err() {
+            continue;
+        }
+        let mut synced = false;
+        scan_records(&bytes, number, FILE_HEADER_LEN, |rec| {
+            synced |= rec.header.synced_end as usize > FILE_HEADER_LEN;
+            Ok(())
+        });
+        if synced {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
@@ -116,8 +150,6 @@ pub(super) fn judge_file(
     mode: RecoveryMode,
 ) -> FileReplay {
     let damaged = |offset: u64, reason: String, synced: bool| {
-        // Only the last file can hold unsynced bytes.
-        let synced = synced || !is_last;
         let fatal = match mode {
             RecoveryMode::AbsoluteConsistency => true,
             RecoveryMode::TolerateTailCorruption => synced,
@@ -147,19 +179,27 @@ pub(super) fn judge_file(
         // Not this file's bytes: a misnamed file, or (were files recycled) a
         // renamed one whose creation a crash cut short.
         let reason = format!("file header names WAL file {}", header.file_id);
-        return none(damaged(0, reason, false));
+        return none(damaged(0, reason, !is_last));
     }
     let mut payloads = Vec::new();
+    // Whether the last valid record is the close marker: an empty batch
+    // written after a sync of everything before it.
+    let mut closed = false;
     let (valid_end, end) = scan_records(bytes, number, FILE_HEADER_LEN, |rec| {
+        closed = u64::from(rec.header.synced_end) >= rec.offset
+            && WriteBatch::decode(rec.payload).is_ok_and(|b| b.items.is_empty());
         payloads.push(rec.payload.to_vec());
         Ok(())
     });
+    // Only the last file, and a file a power cut caught before its close
+    // (`keeper.rs`), can hold unsynced bytes.
+    let unsynced_tail = is_last || !closed;
     let end = match end {
         ScanEnd::Zeros | ScanEnd::Stale => End::Clean,
         // Every append writes the end marker with its records, and files are
         // never truncated: a file that ends right after a record lost its
         // marker, which only a power cut's tail may do.
-        ScanEnd::Eof if is_last => End::Clean,
+        ScanEnd::Eof if unsynced_tail => End::Clean,
         ScanEnd::Eof => damaged(
             valid_end,
             "file ends without its end marker".to_string(),
@@ -169,7 +209,19 @@ pub(super) fn judge_file(
             offset,
             reason,
             synced,
-        } => damaged(offset, reason, synced),
+        } => damaged(offset, reason, synced || !unsynced_tail),
+    };
+    let end = match end {
+        // A file before the last without its close marker: a power cut
+        // came before the WAL thread closed it, so its tail may have lost
+        // whole appends without a trace, and no later file holds a synced
+        // write (a sync waits for every earlier close). Stop here: what
+        // replays is a prefix, and nothing acknowledged as durable is lost.
+        End::Clean if !is_last && !closed => End::Cut {
+            offset: valid_end,
+            reason: "not closed durably before the next file was written".to_string(),
+        },
+        end => end,
     };
     FileReplay { payloads, end }
 }

@@ -111,7 +111,9 @@ fn round_trip_across_files_with_gaps_in_the_numbers() {
             want.push((number, p));
             want.push((number, b"second in the same write".to_vec()));
         }
-        w.sync().unwrap();
+        // Files before the last are closed durably, as the WAL thread does.
+        w.close_durably().unwrap();
+        want.push((number, crate::batch::WriteBatch::new().payload().to_vec()));
     }
     // A file that is not a WAL and hostile names beside them.
     for name in ["0000000000000009.wal.tmp", "LOG", "000000000000000A.wal"] {
@@ -211,4 +213,133 @@ fn a_failed_sync_stops_the_writer() {
     assert!(matches!(w.sync(), Err(Error::Io { op: "sync", .. })));
     assert!(w.append(&[b"b"]).is_err());
     assert!(w.sync().is_err());
+}
+
+/// Writes WAL file `number` with `records` appends of one small payload,
+/// synced after the first when `sync_first`; closed durably when `close`.
+fn write_file(
+    fs: &Arc<MemFs>,
+    number: u64,
+    records: usize,
+    sync_first: bool,
+    close: bool,
+) -> WalWriter {
+    let mut w = WalWriter::create(fs.clone(), Path::new(DIR), number).unwrap();
+    for i in 0..records {
+        w.append(&[format!("{number}-{i}").as_bytes()]).unwrap();
+        if i == 0 && sync_first {
+            w.sync().unwrap();
+        }
+    }
+    if close {
+        w.close_durably().unwrap();
+    }
+    w
+}
+
+const MODES: [RecoveryMode; 3] = [
+    RecoveryMode::AbsoluteConsistency,
+    RecoveryMode::TolerateTailCorruption,
+    RecoveryMode::TolerateAnyCorruption,
+];
+
+/// A power cut before the WAL thread closed file 3 (its sync, marker and
+/// sync): the file may have lost whole appends at its end without a trace,
+/// so replay stops after it, in every mode; file 5 holds no synced write
+/// then (a sync of it waits for 3's close).
+#[test]
+fn a_file_before_the_last_not_closed_durably_ends_replay() {
+    let fs = fs();
+    let _open = write_file(&fs, 3, 3, true, false);
+    write_file(&fs, 5, 2, false, false);
+    for mode in MODES {
+        let (got, r) = collect(&*fs, 0, mode).unwrap();
+        assert_eq!(got.len(), 3, "{mode:?}");
+        assert!(got.iter().all(|(n, _)| *n == 3), "{mode:?}");
+        assert_eq!(r.files, vec![3], "{mode:?}");
+        assert_eq!(r.cuts.len(), 1, "{mode:?}");
+    }
+}
+
+/// Once closed durably, file 3 is whole: replay goes on into file 5, and
+/// damage in 3 is damage to synced data.
+#[test]
+fn damage_in_a_file_closed_durably_is_corruption() {
+    let fs = fs();
+    write_file(&fs, 3, 3, true, true);
+    write_file(&fs, 5, 2, false, false);
+    for mode in MODES {
+        let (got, r) = collect(&*fs, 0, mode).unwrap();
+        assert_eq!(got.len(), 3 + 1 + 2, "{mode:?}");
+        assert_eq!(r.files, vec![3, 5], "{mode:?}");
+        assert!(r.cuts.is_empty(), "{mode:?}");
+    }
+    // A bit flipped in the second record of file 3.
+    let path = Path::new(DIR).join(wal_file_name(3));
+    let mut bytes = read(&fs, &path);
+    let at = bytes
+        .windows(3)
+        .position(|w| w == b"3-1")
+        .expect("record 1");
+    bytes[at] ^= 0x10;
+    fs.open(&path, true).unwrap().write_at(0, &bytes).unwrap();
+    for mode in MODES {
+        let r = collect(&*fs, 0, mode);
+        let fatal = mode != RecoveryMode::TolerateAnyCorruption;
+        assert_eq!(
+            matches!(r, Err(Error::Corruption { .. })),
+            fatal,
+            "{mode:?}: {r:?}"
+        );
+    }
+}
+
+/// Damage in the unsynced tail of a file a power cut caught before its
+/// close is a tail, as in the last file: replay keeps what is before it and
+/// stops there. Damage in its synced part (before a later record's
+/// `synced_end`) is still corruption.
+#[test]
+fn damage_in_the_unsynced_tail_of_a_file_not_closed_is_a_tail() {
+    let fs = fs();
+    // Records 0 (synced), 1 and 2 (unsynced).
+    let _open = write_file(&fs, 3, 3, true, false);
+    write_file(&fs, 5, 2, false, false);
+    let path = Path::new(DIR).join(wal_file_name(3));
+    let mut torn = read(&fs, &path);
+    let at = torn.windows(3).position(|w| w == b"3-2").expect("record 2");
+    torn[at] ^= 0x10;
+    fs.open(&path, true).unwrap().write_at(0, &torn).unwrap();
+    let (got, r) = collect(&*fs, 0, RecoveryMode::TolerateTailCorruption).unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(r.files, vec![3]);
+    assert_eq!(r.cuts.len(), 1);
+    assert!(matches!(
+        collect(&*fs, 0, RecoveryMode::AbsoluteConsistency),
+        Err(Error::Corruption { .. })
+    ));
+}
+
+/// A file before the last that looks unclosed (its marker damaged, say) is
+/// still whole when a later file was synced after its creation: a sync of a
+/// later file waits for every earlier close. Damage there is corruption,
+/// not a tail to cut with the later file's synced writes.
+#[test]
+fn a_later_synced_file_vouches_for_an_earlier_one() {
+    let fs = fs();
+    write_file(&fs, 3, 3, true, true);
+    // Record 0 synced, so records 1 and 2 carry a synced_end past the header.
+    write_file(&fs, 5, 3, true, false);
+    let path = Path::new(DIR).join(wal_file_name(3));
+    let mut bytes = read(&fs, &path);
+    let marker = bytes.len() - strata_log::record::END_MARKER.len() - 1;
+    bytes[marker] ^= 0x10;
+    fs.open(&path, true).unwrap().write_at(0, &bytes).unwrap();
+    let r = collect(&*fs, 0, RecoveryMode::TolerateTailCorruption);
+    assert!(matches!(r, Err(Error::Corruption { .. })), "{r:?}");
+    // Without the later file's sync, the same bytes are a tail.
+    fs.remove(&Path::new(DIR).join(wal_file_name(5))).unwrap();
+    write_file(&fs, 5, 0, false, false);
+    let (got, r) = collect(&*fs, 0, RecoveryMode::TolerateTailCorruption).unwrap();
+    assert_eq!(got.len(), 3);
+    assert_eq!(r.cuts.len(), 1);
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use strata_fs::{FileSystem, WritebackPacer};
 use strata_log::record::{Appender, END_MARKER};
 
+use super::keeper::Writeback;
 use super::{wal_file_name, WAL_COMPRESS_MIN_BYTES, WAL_FILE_KIND, WAL_FORMAT};
 use crate::{Error, Result};
 
@@ -71,8 +72,22 @@ impl WalWriter {
     /// marker; no sync. Payloads over 1 GiB, or more than the file can take
     /// (4 GiB in all), are refused before anything is written.
     pub fn append(&mut self, payloads: &[&[u8]]) -> Result<()> {
+        if let Some(w) = self.append_deferring_writeback(payloads)? {
+            let _ = w.file.start_writeback(w.offset, w.len);
+        }
+        Ok(())
+    }
+
+    /// As [`WalWriter::append`], but the writeback hint due (every
+    /// `WRITEBACK_BYTES`, so that the file's sync is short) is returned for
+    /// the caller to start elsewhere instead of started here: the hint
+    /// blocks while the device queue is full.
+    pub(crate) fn append_deferring_writeback(
+        &mut self,
+        payloads: &[&[u8]],
+    ) -> Result<Option<Writeback>> {
         if payloads.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         self.appender.append(payloads).map_err(|e| {
             if e.kind() == std::io::ErrorKind::InvalidInput {
@@ -81,10 +96,14 @@ impl WalWriter {
                 Error::io("write", &self.path)(e)
             }
         })?;
-        // Every WAL file is synced before it stops being the last one.
-        self.writeback
-            .wrote(self.appender.file().as_ref(), self.appender.offset());
-        Ok(())
+        Ok(self
+            .writeback
+            .due(self.appender.offset())
+            .map(|(offset, len)| Writeback {
+                file: self.appender.file().clone(),
+                offset,
+                len,
+            }))
     }
 
     /// Syncs, appends an empty batch as a marker, and syncs again: the
