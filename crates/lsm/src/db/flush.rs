@@ -93,7 +93,12 @@ impl DbInner {
         // writes reach the memtables: wait until they are visible (the
         // ingestion publishes right after its install), then list the
         // snapshots.
-        let newest_seqno = mems.iter().filter_map(|m| m.largest_seqno()).max();
+        // Writers insert outside the WAL lock: the ones that took seqnos
+        // before the switch (up to `sealed`) may still be inserting.
+        let newest_seqno = mems
+            .iter()
+            .map(|m| m.largest_seqno().unwrap_or(0).max(m.sealed()))
+            .max();
         self.wait_visible(newest_seqno.unwrap_or(0));
         let snapshots = self.snapshots.seqnos();
         let next = || self.new_file_number();

@@ -4,10 +4,11 @@
 //! Locks, in the order they may be taken (a thread holding one takes only
 //! later ones); readers (get, multi_get, iterators, snapshots) take none:
 //! 1. the write queue (`strata_log::WriteQueue`): one group-commit leader
-//!    at a time appends the group to the WAL and inserts it into the
-//!    memtables, and is the only thread that switches memtables;
-//! 2. `wal`: the WAL writer, held by the leader for the append and sync,
-//!    and by flushes to read the current WAL number; the WAL thread's state
+//!    at a time, for writes with `sync` and the engine's own requests;
+//! 2. `wal`: the WAL writer, held by every writer (a leader for its group)
+//!    to switch memtables, check latches, take seqnos and append, so that
+//!    seqno order is WAL order; by flushes to read the current WAL number.
+//!    Memtable inserts happen after it is released. The WAL thread's state
 //!    (`wal/keeper.rs`, a leaf) is taken under it, never the reverse;
 //! 3. a column family's installer lock (inside its `Installer`): one
 //!    flush, compaction or ingestion of that family installs at a time;
@@ -39,6 +40,8 @@ mod resume;
 mod snapshot;
 mod stats;
 mod write;
+mod write_direct;
+mod write_group;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,7 +77,7 @@ use latch::RangeLatches;
 use manifest_log::ManifestLog;
 use snapshot::SnapshotList;
 use stats::Counters;
-use write::WriteRequest;
+use write_group::WriteRequest;
 
 /// What cannot go into TOML: compaction filters, event listeners.
 #[derive(Default, Clone)]

@@ -1,28 +1,23 @@
-//! The write path: validation, pacing, then the group commit. The leader
-//! of a group switches full memtables, takes the group's sequence numbers,
-//! appends the batches to the WAL (one write, one sync if any writer asked
-//! for it), inserts them into the memtables and publishes the last seqno.
+//! The write path: validation and pacing, then a write without `sync`
+//! appends its own batch (`write_direct.rs`) and one with `sync` joins the
+//! group commit (`write_group.rs`); both switch full memtables (here) under
+//! the WAL lock.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
-use strata_log::group_commit::Writer;
 
 use super::cf::{CfState, ColumnFamily};
 use super::options::WriteOptions;
+use super::write_group::{GroupWriter, WriteRequest};
 use super::{Db, DbInner};
 use crate::batch::WriteBatch;
 use crate::column_family::ColumnFamilyId;
 use crate::error::{Error, Result};
-use crate::key::SeqNo;
 use crate::memtable::Memtable;
-
-/// Bytes of batches one leader takes into its group.
-const GROUP_BYTES_MAX: u64 = 4 << 20;
+use crate::wal::WalWriter;
 
 /// The longest a writer is slowed down per write when compaction lags.
 const SLOWDOWN_MAX: Duration = Duration::from_millis(2);
@@ -35,50 +30,6 @@ const MEMTABLE_SLOWDOWN_BYTES_PER_SEC: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// How long a stopped writer sleeps between checks.
 const STALL_POLL: Duration = Duration::from_millis(50);
-
-pub(crate) struct WriteRequest {
-    /// Stamped with its seqnos by the leader.
-    batch: Mutex<WriteBatch>,
-    bytes: u64,
-    count: u32,
-    sync: bool,
-    disable_wal: bool,
-    /// Column families whose memtables to switch (a flush request), done
-    /// by the leader since only the leader inserts.
-    switch: Vec<ColumnFamilyId>,
-    /// Resume writes after ENOSPC (`resume.rs`).
-    resume: bool,
-    /// Seqnos for an ingestion's fence (`ingest.rs`): the leader allocates
-    /// and publishes them before the group's own, and stores the first in
-    /// `fenced`.
-    fence: u64,
-    fenced: AtomicU64,
-    /// Set by the leader when the batch touches a range latched since the
-    /// writer checked: nothing was written, and the writer waits for the
-    /// latch and submits again.
-    bounced: AtomicBool,
-}
-
-impl WriteRequest {
-    /// A request that writes nothing: a flush's memtable switch, a resume
-    /// or a fence.
-    fn control() -> WriteRequest {
-        WriteRequest {
-            batch: Mutex::new(WriteBatch::new()),
-            bytes: 0,
-            count: 0,
-            sync: false,
-            disable_wal: true,
-            switch: Vec::new(),
-            resume: false,
-            fence: 0,
-            fenced: AtomicU64::new(0),
-            bounced: AtomicBool::new(false),
-        }
-    }
-}
-
-type GroupWriter = Arc<Writer<WriteRequest, Result<()>>>;
 
 impl Db {
     /// Applies `batch` atomically: after a crash all of it or none is there,
@@ -148,12 +99,6 @@ impl Db {
     }
 }
 
-fn fail_all(n: usize, why: &Error) -> Vec<Result<()>> {
-    (0..n)
-        .map(|_| Err(Error::ReadOnly(why.to_string())))
-        .collect()
-}
-
 impl DbInner {
     /// The write path; a borrowed batch is copied for the queue.
     pub(super) fn write(
@@ -174,14 +119,18 @@ impl DbInner {
             // otherwise.
             self.latches.wait_for(&batch);
             self.pace(options, &touched, bytes)?;
-            let request = WriteRequest {
-                batch: Mutex::new(batch.into_owned()),
-                bytes: bytes as u64,
-                count,
-                sync: options.sync,
-                disable_wal: options.disable_wal,
-                ..WriteRequest::control()
-            };
+            if !options.sync {
+                // Nothing to share a sync with: no group commit
+                // (`write_direct.rs`).
+                match self.write_direct(batch.into_owned(), count, options.disable_wal)? {
+                    None => return Ok(()),
+                    Some(returned) => {
+                        batch = Cow::Owned(returned);
+                        continue;
+                    }
+                }
+            }
+            let request = WriteRequest::batch(batch.into_owned(), bytes, count, options);
             // Sent back only when an ingestion latched the batch's range
             // after the check above: wait for it, then go again with the
             // batch the leader left untouched.
@@ -215,84 +164,7 @@ impl DbInner {
         Ok(touched)
     }
 
-    /// Allocates `n` seqnos through the write queue and publishes them at
-    /// once, and returns the first: an ingestion's fence. Every write
-    /// whose seqnos come after it was checked against the latches held
-    /// when the fence was served (`latch.rs`).
-    pub(super) fn fence(&self, n: u64) -> Result<SeqNo> {
-        self.check_writable()?;
-        let request = WriteRequest {
-            fence: n,
-            ..WriteRequest::control()
-        };
-        let served = self.serve_request(request)?;
-        Ok(served.request.fenced.load(Ordering::Acquire))
-    }
-
-    /// Switches the active memtables of `cfs` (those that hold anything) for
-    /// new ones, through the write queue, and schedules their flush.
-    pub(super) fn switch_memtables_for_flush(&self, cfs: Vec<ColumnFamilyId>) -> Result<()> {
-        self.check_writable()?;
-        self.submit(WriteRequest {
-            switch: cfs,
-            ..WriteRequest::control()
-        })
-        .map(drop)
-    }
-
-    /// Runs a resume as the leader of a group (`resume.rs`).
-    pub(super) fn submit_resume(&self) -> Result<()> {
-        self.submit(WriteRequest {
-            resume: true,
-            ..WriteRequest::control()
-        })
-        .map(drop)
-    }
-
-    /// Runs `request` through the write queue and returns it as the
-    /// leader left it.
-    fn serve_request(
-        &self,
-        request: WriteRequest,
-    ) -> Result<Arc<Writer<WriteRequest, Result<()>>>> {
-        let served = self.queue.submit(
-            request,
-            |r| r.bytes,
-            GROUP_BYTES_MAX,
-            || {},
-            |group| self.serve(group),
-            |why| {
-                let e = Error::ReadOnly(format!("a write group failed: {why}"));
-                self.stop_writes(&e);
-                Err(e)
-            },
-        );
-        served.outcome?;
-        Ok(served.writer)
-    }
-
-    /// Runs `request` through the write queue; its batch back when the
-    /// leader sent it back (a latch), with nothing written.
-    fn submit(&self, request: WriteRequest) -> Result<Option<WriteBatch>> {
-        let writer = self.serve_request(request)?;
-        let request = &writer.request;
-        if request.bounced.load(Ordering::Acquire) {
-            return Ok(Some(std::mem::take(&mut *request.batch.lock())));
-        }
-        if request.count > 0 {
-            // The group published its seqnos, but an ingestion holding an
-            // earlier one (its manifest append in flight) keeps the visible
-            // seqno below them: return only once the write is visible, so
-            // that the writer's next read sees it.
-            let last = request.batch.lock().first_seqno() + u64::from(request.count) - 1;
-            if self.seq.visible() < last {
-                self.wait_visible(last);
-            }
-        }
-        Ok(None)
-    }
-
-    fn check_open_and_not_stopped(&self) -> Result<()> {
+    pub(super) fn check_open_and_not_stopped(&self) -> Result<()> {
         self.check_open()?;
         if self.stopped.load(std::sync::atomic::Ordering::Acquire) {
             let why = self.error.lock().clone().unwrap_or_default();
@@ -382,150 +254,25 @@ impl DbInner {
         }
     }
 
-    /// The leader's work for one group.
-    fn serve(&self, group: &[GroupWriter]) -> Vec<Result<()>> {
-        if group.iter().any(|w| w.request.resume) {
-            if let Err(e) = self.resume() {
-                return fail_all(group.len(), &e);
-            }
-        }
-        if let Err(e) = self.check_open_and_not_stopped() {
-            return fail_all(group.len(), &e);
-        }
-        if let Some(why) = self.wal_keeper.failure() {
-            // A retired WAL file could not be closed durably.
-            let e = Error::ReadOnly(why);
-            self.stop_writes(&e);
-            return fail_all(group.len(), &e);
-        }
-        if let Err(e) = self.switch_full_memtables(group) {
-            self.stop_writes(&e);
-            return fail_all(group.len(), &e);
-        }
-        // Fences first, then each batch checked against the latches: an
-        // ingestion latched its range before it asked for its fence, so
-        // every batch of its range after the fence is sent back here.
-        for w in group.iter().filter(|w| w.request.fence > 0) {
-            let n = w.request.fence;
-            let fenced = self
-                .seq
-                .allocate(n)
-                .and_then(|first| self.seq.publish(first + n - 1).map(|()| first));
-            match fenced {
-                Ok(first) => w.request.fenced.store(first, Ordering::Release),
-                Err(e) => return fail_all(group.len(), &e),
-            }
-        }
-        // Every writer of the group gets the same outcome; a bounced one
-        // reads its flag first.
-        let all = group.len();
-        let mut kept = Vec::new();
-        let group = if self.latches.any_held() {
-            for w in group {
-                let bounce =
-                    w.request.count > 0 && self.latches.touches_any(&w.request.batch.lock());
-                if bounce {
-                    w.request.bounced.store(true, Ordering::Release);
-                } else {
-                    kept.push(w.clone());
-                }
-            }
-            &kept[..]
-        } else {
-            group
-        };
-        let total: u64 = group.iter().map(|w| u64::from(w.request.count)).sum();
-        if total == 0 {
-            return (0..all).map(|_| Ok(())).collect();
-        }
-        let first = match self.seq.allocate(total) {
-            Ok(first) => first,
-            Err(e) => return fail_all(all, &e),
-        };
-        let last = first + total - 1;
-        let batches: SmallVec<[MutexGuard<'_, WriteBatch>; 4]> =
-            group.iter().map(|w| w.request.batch.lock()).collect();
-        let outcome = self.log_and_apply(group, batches, first);
-        // Published even after a failure (writes are stopped then): an
-        // unpublished range would hold the visible seqno back for good.
-        let published = self.seq.publish(last);
-        let outcome = outcome.and(published);
-        match outcome {
-            Ok(()) => {
-                self.counters.add_writes(group.len() as u64, total);
-                (0..all).map(|_| Ok(())).collect()
-            }
-            Err(e) => {
-                self.stop_writes(&e);
-                fail_all(all, &e)
-            }
-        }
-    }
-
-    fn log_and_apply(
-        &self,
-        group: &[GroupWriter],
-        mut batches: SmallVec<[MutexGuard<'_, WriteBatch>; 4]>,
-        first: u64,
-    ) -> Result<()> {
-        let mut next = first;
-        for (w, b) in group.iter().zip(batches.iter_mut()) {
-            if w.request.count > 0 {
-                b.set_first_seqno(next)?;
-                next += u64::from(w.request.count);
-            }
-        }
-        let payloads: SmallVec<[&[u8]; 4]> = group
-            .iter()
-            .zip(&batches)
-            .filter(|(w, _)| !w.request.disable_wal && w.request.count > 0)
-            .map(|(_, b)| b.payload())
-            .collect();
-        let sync = group
-            .iter()
-            .any(|w| w.request.sync && !w.request.disable_wal);
-        if !payloads.is_empty() || sync {
-            let mut wal = self.wal.lock();
-            if !payloads.is_empty() {
-                if let Some(w) = wal.append_deferring_writeback(&payloads)? {
-                    self.wal_keeper.start_writeback(w);
-                }
-                self.counters
-                    .add_wal_bytes(payloads.iter().map(|p| p.len() as u64).sum());
-            }
-            if sync {
-                // Durable only once every earlier file is closed durably.
-                self.wal_keeper.wait_closed(wal.number())?;
-                wal.sync()?;
-                self.counters.add_wal_sync();
-            }
-        }
-        let cfs = self.cfs.load();
-        let mut actives: SmallVec<[(ColumnFamilyId, Arc<Memtable>); 2]> = SmallVec::new();
-        for b in &batches {
-            let first = b.first_seqno();
-            for (i, item) in b.iter().enumerate() {
-                let item = item.map_err(|e| Error::InvalidArgument(format!("write batch: {e}")))?;
-                let mem = match actives.iter().find(|(id, _)| *id == item.cf) {
-                    Some((_, m)) => m.clone(),
-                    None => {
-                        // A family dropped since the writer checked: its
-                        // writes go nowhere, as if they came just after.
-                        let Some(cf) = cfs.get(item.cf) else { continue };
-                        let m = cf.installer.load().active.clone();
-                        actives.push((item.cf, m.clone()));
-                        m
-                    }
-                };
-                mem.insert(item.key, first + i as u64, item.kind, item.value)?;
-            }
-        }
-        Ok(())
+    /// The active memtable of every live family. Taken under the WAL lock,
+    /// they are the memtables of the current WAL file: a switch happens
+    /// only under that lock.
+    pub(super) fn active_memtables(&self) -> Actives {
+        self.cfs
+            .load()
+            .by_id
+            .values()
+            .map(|cf| (cf.id, cf.installer.load().active.clone()))
+            .collect()
     }
 
     /// Switches the memtables that reached their size, and those a flush
     /// request in the group asked for.
-    fn switch_full_memtables(&self, group: &[GroupWriter]) -> Result<()> {
+    pub(super) fn switch_full_memtables(
+        &self,
+        wal: &mut WalWriter,
+        group: &[GroupWriter],
+    ) -> Result<()> {
         let cfs = self.cfs.load();
         let mut switch: Vec<Arc<CfState>> = Vec::new();
         for cf in cfs.by_id.values() {
@@ -539,31 +286,53 @@ impl DbInner {
         if switch.is_empty() {
             return Ok(());
         }
-        self.switch_memtables(&switch)
+        self.switch_memtables(wal, &switch)
     }
 
     /// Starts a new WAL file and gives `cfs` new memtables that log into it;
-    /// the old memtables wait for their flush. Called by the write leader.
-    fn switch_memtables(&self, cfs: &[Arc<CfState>]) -> Result<()> {
+    /// the old memtables wait for their flush. Called holding the WAL lock
+    /// (`wal`), under which every seqno of a WAL write is allocated: the
+    /// old memtables are sealed at the last seqno allocated so far, and a
+    /// flush waits until it is visible (writers may still be inserting).
+    fn switch_memtables(&self, wal: &mut WalWriter, cfs: &[Arc<CfState>]) -> Result<()> {
         let number = {
-            let mut wal = self.wal.lock();
             // The next file was made ahead; the WAL thread closes the old
             // one durably (sync, marker, sync) off this path, before any
             // later file is synced for a writer (`wal/keeper.rs`).
             let next = self.wal_keeper.next_file()?;
             let number = next.number();
-            let old = std::mem::replace(&mut *wal, next);
+            let old = std::mem::replace(wal, next);
             self.wal_keeper.retire(old);
             number
         };
+        let sealed = self.seq.allocated();
         for cf in cfs {
             let id = self
                 .next_memtable
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            cf.installer.load().active.seal(sealed);
             cf.installer
                 .switch_memtable(Arc::new(Memtable::with_log_number(id, number)))?;
         }
         self.bg.schedule_flush(cfs.iter().map(|cf| cf.id));
         Ok(())
     }
+}
+
+/// The active memtables the writes of one WAL write go to, by family.
+pub(super) type Actives = SmallVec<[(ColumnFamilyId, Arc<Memtable>); 2]>;
+
+/// Inserts the items of `batch` (stamped with its seqnos) into the
+/// memtables of their families; an item of a family dropped since the
+/// writer checked goes nowhere, as if written just after the drop.
+pub(super) fn apply_to_memtables(batch: &WriteBatch, actives: &Actives) -> Result<()> {
+    let first = batch.first_seqno();
+    for (i, item) in batch.iter().enumerate() {
+        let item = item.map_err(|e| Error::InvalidArgument(format!("write batch: {e}")))?;
+        let Some((_, mem)) = actives.iter().find(|(id, _)| *id == item.cf) else {
+            continue;
+        };
+        mem.insert(item.key, first + i as u64, item.kind, item.value)?;
+    }
+    Ok(())
 }

@@ -70,6 +70,10 @@ pub struct Memtable {
     smallest_seqno: AtomicU64,
     /// 0 while empty.
     largest_seqno: AtomicU64,
+    /// Set when the memtable stops being the active one: the last seqno
+    /// allocated then. Writers that took seqnos up to it may still be
+    /// inserting; once it is visible, they are done. 0 while active.
+    sealed: AtomicU64,
 }
 
 impl Memtable {
@@ -89,6 +93,7 @@ impl Memtable {
             bytes: AtomicUsize::new(0),
             smallest_seqno: AtomicU64::new(u64::MAX),
             largest_seqno: AtomicU64::new(0),
+            sealed: AtomicU64::new(0),
         }
     }
 
@@ -251,6 +256,18 @@ impl Memtable {
     pub fn smallest_seqno(&self) -> Option<SeqNo> {
         let s = self.smallest_seqno.load(Ordering::Relaxed);
         (s != u64::MAX).then_some(s)
+    }
+
+    /// Records that the memtable stopped being the active one when `seqno`
+    /// was the last seqno allocated (see `sealed`).
+    pub fn seal(&self, seqno: SeqNo) {
+        self.sealed.store(seqno, Ordering::Release);
+    }
+
+    /// The seqno below which every write to the memtable was allocated, once
+    /// it stopped being active (0 before): a flush waits until it is visible.
+    pub fn sealed(&self) -> SeqNo {
+        self.sealed.load(Ordering::Acquire)
     }
 
     /// Returns the largest seqno of any entry, `None` while empty.
