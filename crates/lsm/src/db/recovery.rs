@@ -358,7 +358,10 @@ pub(super) fn open(
     fs.sync_dir(dir).map_err(Error::io("sync directory", dir))?;
     // Started after the leftovers went: the file it makes ahead is not one.
     let next_file = Arc::new(AtomicU64::new(next.load(Ordering::Relaxed)));
-    let wal_keeper = WalKeeper::start(fs.clone(), dir.to_path_buf(), next_file.clone())?;
+    // A WAL file holds about one memtable's writes (plus an eighth for
+    // record headers), at most 256 MiB reserved.
+    let prealloc = (options.default_column_family.write_buffer_bytes / 8 * 9).min(256 << 20);
+    let wal_keeper = WalKeeper::start(fs.clone(), dir.to_path_buf(), next_file.clone(), prealloc)?;
 
     let cache = (options.block_cache_bytes > 0)
         .then(|| Arc::new(BlockCache::new(options.block_cache_bytes)));

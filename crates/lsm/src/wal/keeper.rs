@@ -21,6 +21,10 @@
 //!   without its marker for one a power cut caught before its close, whose
 //!   later files hold no synced write (`replay.rs`).
 //! - Retired files are closed in the order they were retired.
+//! - A file made ahead is preallocated (after its header is durable), so
+//!   that appends do not allocate blocks in their write call: of the 1%
+//!   slowest unsynced 1 KiB writes, more than half waited there (15 us at
+//!   the median, up to 13 ms).
 //!
 //! A failed close is kept (every later [`WalKeeper::wait_closed`] returns it
 //! and [`WalKeeper::failure`] reports it to the write leader, which stops
@@ -69,6 +73,8 @@ struct State {
 struct Shared {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    /// Bytes each file made ahead is preallocated to.
+    prealloc: u64,
     next_file: Arc<AtomicU64>,
     state: Mutex<State>,
     /// Signalled when work arrives and when a close or a creation ends.
@@ -95,16 +101,19 @@ impl std::fmt::Debug for WalKeeper {
 }
 
 impl WalKeeper {
-    /// Starts the thread, which makes the next WAL file at once; file
-    /// numbers come from `next_file`, the engine's shared counter.
+    /// Starts the thread, which makes the next WAL file at once,
+    /// preallocated to `prealloc` bytes; file numbers come from
+    /// `next_file`, the engine's shared counter.
     pub fn start(
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
         next_file: Arc<AtomicU64>,
+        prealloc: u64,
     ) -> Result<WalKeeper> {
         let shared = Arc::new(Shared {
             fs,
             dir,
+            prealloc,
             next_file,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -317,7 +326,12 @@ fn run(s: &Shared) {
                 let _ = w.file.start_writeback(w.offset, w.len);
             }
             Work::Make(number) => {
+                // Created with its header durable first: a power cut then
+                // leaves a readable header before any preallocated zeros.
                 let made = WalWriter::create(s.fs.clone(), &s.dir, number).ok();
+                if let Some(w) = &made {
+                    w.preallocate(s.prealloc);
+                }
                 let mut st = s.state.lock();
                 st.making = false;
                 st.ready = made;

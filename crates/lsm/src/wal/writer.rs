@@ -58,6 +58,15 @@ impl WalWriter {
         }
     }
 
+    /// Reserves the file's blocks up to `len` bytes (zeros past the
+    /// records, which replay reads as the end), so that appends write into
+    /// allocated blocks: on ext4 a growing file's appends allocate and
+    /// journal in the write call, which then waits on journal commits. A
+    /// hint: its failure is left to the appends to meet.
+    pub(crate) fn preallocate(&self, len: u64) {
+        let _ = self.appender.file().allocate(len);
+    }
+
     /// The file's number.
     pub fn number(&self) -> u64 {
         self.number
