@@ -343,3 +343,31 @@ fn a_later_synced_file_vouches_for_an_earlier_one() {
     assert_eq!(got.len(), 3);
     assert_eq!(r.cuts.len(), 1);
 }
+
+/// Files the WAL thread makes ahead are preallocated: zeros follow the
+/// records. They read as the end of a file, last or closed durably before
+/// the last, in every mode.
+#[test]
+fn preallocated_files_end_at_their_zeros() {
+    let fs = fs();
+    for number in [3u64, 5] {
+        let mut w = WalWriter::create(fs.clone(), Path::new(DIR), number).unwrap();
+        w.preallocate(64 << 10);
+        for i in 0..3 {
+            w.append(&[format!("{number}-{i}").as_bytes()]).unwrap();
+        }
+        if number == 3 {
+            w.close_durably().unwrap();
+        } else {
+            w.sync().unwrap();
+        }
+    }
+    let path = Path::new(DIR).join(wal_file_name(3));
+    assert!(read(&fs, &path).len() >= 64 << 10, "not preallocated");
+    for mode in MODES {
+        let (got, r) = collect(&*fs, 0, mode).unwrap();
+        assert_eq!(got.len(), 3 + 1 + 3, "{mode:?}");
+        assert_eq!(r.files, vec![3, 5], "{mode:?}");
+        assert!(r.cuts.is_empty(), "{mode:?}");
+    }
+}
