@@ -16,6 +16,7 @@ use super::{Db, DbInner};
 use crate::batch::WriteBatch;
 use crate::column_family::ColumnFamilyId;
 use crate::error::{Error, Result};
+use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::wal::WalWriter;
 
@@ -266,13 +267,44 @@ impl DbInner {
             .collect()
     }
 
+    /// The checks and the switch before a write takes seqnos, done holding
+    /// the WAL lock (`wal`) by both write paths: writes open, no retired
+    /// WAL file failed its close, full memtables (and those a flush request
+    /// in `group` names) switched. A failure of the last two stops writes.
+    pub(super) fn ready_to_append(&self, wal: &mut WalWriter, group: &[GroupWriter]) -> Result<()> {
+        self.check_open_and_not_stopped()?;
+        if let Some(why) = self.wal_keeper.failure() {
+            let e = Error::ReadOnly(why);
+            self.stop_writes(&e);
+            return Err(e);
+        }
+        self.switch_full_memtables(wal, group)
+            .inspect_err(|e| self.stop_writes(e))
+    }
+
+    /// Appends `payloads` to the WAL in one write (held lock `wal`) and
+    /// hands the writeback hint due to the WAL thread.
+    pub(super) fn append_to_wal(&self, wal: &mut WalWriter, payloads: &[&[u8]]) -> Result<()> {
+        if let Some(w) = wal.append_deferring_writeback(payloads)? {
+            self.wal_keeper.start_writeback(w);
+        }
+        self.counters
+            .add_wal_bytes(payloads.iter().map(|p| p.len() as u64).sum());
+        Ok(())
+    }
+
+    /// Returns once `last` is visible: a write returns only then, so that
+    /// its writer's next read sees it (earlier seqnos still in flight, or an
+    /// ingestion's, may hold the visible seqno below it).
+    pub(super) fn until_visible(&self, last: SeqNo) {
+        if self.seq.visible() < last {
+            self.wait_visible(last);
+        }
+    }
+
     /// Switches the memtables that reached their size, and those a flush
     /// request in the group asked for.
-    pub(super) fn switch_full_memtables(
-        &self,
-        wal: &mut WalWriter,
-        group: &[GroupWriter],
-    ) -> Result<()> {
+    fn switch_full_memtables(&self, wal: &mut WalWriter, group: &[GroupWriter]) -> Result<()> {
         let cfs = self.cfs.load();
         let mut switch: Vec<Arc<CfState>> = Vec::new();
         for cf in cfs.by_id.values() {

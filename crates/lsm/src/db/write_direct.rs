@@ -22,7 +22,7 @@
 use super::write::apply_to_memtables;
 use super::DbInner;
 use crate::batch::WriteBatch;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 impl DbInner {
     /// Writes `batch` (validated, `count` items) without the write queue;
@@ -37,18 +37,7 @@ impl DbInner {
         let n = u64::from(count);
         let (first, actives, logged) = {
             let mut wal = self.wal.lock();
-            self.check_open_and_not_stopped()?;
-            if let Some(why) = self.wal_keeper.failure() {
-                drop(wal);
-                let e = Error::ReadOnly(why);
-                self.stop_writes(&e);
-                return Err(e);
-            }
-            if let Err(e) = self.switch_full_memtables(&mut wal, &[]) {
-                drop(wal);
-                self.stop_writes(&e);
-                return Err(e);
-            }
+            self.ready_to_append(&mut wal, &[])?;
             if self.latches.any_held() && self.latches.touches_any(&batch) {
                 return Ok(Some(batch));
             }
@@ -57,11 +46,7 @@ impl DbInner {
                 if disable_wal {
                     return Ok(());
                 }
-                if let Some(w) = wal.append_deferring_writeback(&[batch.payload()])? {
-                    self.wal_keeper.start_writeback(w);
-                }
-                self.counters.add_wal_bytes(batch.payload().len() as u64);
-                Ok(())
+                self.append_to_wal(&mut wal, &[batch.payload()])
             });
             (first, self.active_memtables(), logged)
         };
@@ -75,12 +60,9 @@ impl DbInner {
             return Err(e);
         }
         self.counters.add_writes(1, n);
-        // Earlier writers still inserting hold the visible seqno below
-        // this write: return once it is visible, so that the writer's next
-        // read sees it.
-        if self.seq.visible() < last {
-            self.wait_visible(last);
-        }
+        // Earlier writers still inserting may hold the visible seqno below
+        // this write.
+        self.until_visible(last);
         Ok(None)
     }
 }

@@ -157,14 +157,8 @@ impl DbInner {
             return Ok(Some(std::mem::take(&mut *request.batch.lock())));
         }
         if request.count > 0 {
-            // The group published its seqnos, but an ingestion holding an
-            // earlier one (its manifest append in flight) keeps the visible
-            // seqno below them: return only once the write is visible, so
-            // that the writer's next read sees it.
             let last = request.batch.lock().first_seqno() + u64::from(request.count) - 1;
-            if self.seq.visible() < last {
-                self.wait_visible(last);
-            }
+            self.until_visible(last);
         }
         Ok(None)
     }
@@ -176,23 +170,12 @@ impl DbInner {
                 return fail_all(group.len(), &e);
             }
         }
-        if let Err(e) = self.check_open_and_not_stopped() {
-            return fail_all(group.len(), &e);
-        }
-        if let Some(why) = self.wal_keeper.failure() {
-            // A retired WAL file could not be closed durably.
-            let e = Error::ReadOnly(why);
-            self.stop_writes(&e);
-            return fail_all(group.len(), &e);
-        }
         // Under the WAL lock, as for a writer of `write_direct.rs`: the
         // switch, the fences, the latch checks and the seqnos, so that seqno
         // order is WAL order and a batch goes to the memtable of the WAL
         // file it is in.
         let mut wal = self.wal.lock();
-        if let Err(e) = self.switch_full_memtables(&mut wal, group) {
-            drop(wal);
-            self.stop_writes(&e);
+        if let Err(e) = self.ready_to_append(&mut wal, group) {
             return fail_all(group.len(), &e);
         }
         // Fences first, then each batch checked against the latches: an
@@ -289,11 +272,7 @@ impl DbInner {
             .iter()
             .any(|w| w.request.sync && !w.request.disable_wal);
         if !payloads.is_empty() {
-            if let Some(w) = wal.append_deferring_writeback(&payloads)? {
-                self.wal_keeper.start_writeback(w);
-            }
-            self.counters
-                .add_wal_bytes(payloads.iter().map(|p| p.len() as u64).sum());
+            self.append_to_wal(wal, &payloads)?;
         }
         if sync {
             // Durable only once every earlier file is closed durably.

@@ -337,8 +337,9 @@ fn run(s: &Shared) {
                 st.ready = made;
                 drop(st);
                 s.changed.notify_all();
-                // A failed creation is not retried until the leader has made
-                // a file itself (and met the failure there): wait for that.
+                // After a failed creation (the leader meets the failure on
+                // its own path), try again only after `RETRY_AFTER`, or
+                // sooner once other work or a file the leader made comes.
                 let mut st = s.state.lock();
                 while st.ready.is_none()
                     && !st.stop

@@ -9,7 +9,7 @@ use strata_log::record::{
 use strata_log::RecoveryMode;
 
 use super::{parse_wal_file_name, WalCut, WalReplay, WAL_FORMAT};
-use crate::batch::WriteBatch;
+use crate::batch::{WriteBatch, BATCH_HEADER_LEN};
 use crate::{Error, Result};
 
 /// The most a creation writes before its sync: header and end marker. A file
@@ -186,7 +186,10 @@ pub(super) fn judge_file(
     // written after a sync of everything before it.
     let mut closed = false;
     let (valid_end, end) = scan_records(bytes, number, FILE_HEADER_LEN, |rec| {
+        // Only a payload of a bare batch header can be the marker: decode
+        // nothing else twice (the caller decodes every batch).
         closed = u64::from(rec.header.synced_end) >= rec.offset
+            && rec.payload.len() == BATCH_HEADER_LEN
             && WriteBatch::decode(rec.payload).is_ok_and(|b| b.items.is_empty());
         payloads.push(rec.payload.to_vec());
         Ok(())
