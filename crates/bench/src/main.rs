@@ -5,6 +5,7 @@
 //! - `raftlog`: the same workload, configurable, against every engine built in.
 //! - `recovery`: how fast a full directory reopens.
 //! - `raftlog-memory`: what the in-memory index costs per group and per entry.
+//! - `raftlog-purge`: how long the purge takes that frees most of a large log.
 //! - `lsm`: db_bench-like workloads on the lsm engine, beside fjall and RocksDB.
 //! - `lsm-versions`: read-path latency while versions install, as the SST
 //!   file count grows, beside RocksDB.
@@ -24,6 +25,7 @@ mod lsm_versions;
 mod memory;
 mod probe;
 mod proc_stats;
+mod purge;
 mod raftlog;
 mod recovery;
 mod report;
@@ -54,6 +56,8 @@ enum Command {
     Recovery(recovery::RecoveryArgs),
     /// Measure index memory per idle group and per live entry.
     RaftlogMemory(memory::MemoryArgs),
+    /// Time the purge that frees most of a large log, over many groups.
+    RaftlogPurge(purge::PurgeArgs),
     /// Run db_bench-like workloads against the lsm engine and its peers.
     Lsm(lsm::LsmArgs),
     /// Time snapshots, iterators and gets while versions install, as the
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Raftlog(args) => raftlog::run(args),
         Command::Recovery(args) => recovery::run(args),
         Command::RaftlogMemory(args) => memory::run(args),
+        Command::RaftlogPurge(args) => purge::run(args),
         Command::Lsm(args) => lsm::run(args),
         Command::LsmVersions(args) => lsm_versions::run(args),
         Command::LsmIngest(args) => lsm_ingest::run(args),

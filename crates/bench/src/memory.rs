@@ -29,7 +29,7 @@ use crate::engines::{EngineKind, EngineOptions, EngineStats, LogEngine, WriteBat
 use crate::error::BenchError;
 use crate::proc_stats::{limit_malloc_arenas, release_free_heap, rss_bytes};
 use crate::raftlog::OnOff;
-use crate::report::{fmt_count, fmt_duration, or_na, print_json, ratio_cells, RatioOf, Table};
+use crate::report::{fmt_count, fmt_duration, or_na, print_json, ratio_cells, say, RatioOf, Table};
 use crate::units::{fmt_bytes, parse_bytes};
 use crate::verify;
 use crate::workload::{next_append, EntrySizes, GroupLog};
@@ -119,15 +119,6 @@ struct MemoryRecord {
     /// The engine's own index count after each reopen.
     index_bytes_idle: Option<u64>,
     index_bytes_filled: Option<u64>,
-}
-
-/// Human progress: on stdout, or on stderr when stdout carries JSON.
-fn say(json: bool, line: String) {
-    if json {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
 }
 
 /// Measures each engine at each group count.

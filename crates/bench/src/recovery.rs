@@ -27,7 +27,7 @@ use crate::proc_stats::{
 };
 use crate::raftlog::OnOff;
 use crate::report::{
-    fmt_count, fmt_duration, fmt_rate, median, or_na, print_json, ratio_cells, RatioOf, Table,
+    fmt_count, fmt_duration, fmt_rate, median, or_na, print_json, ratio_cells, say, RatioOf, Table,
 };
 use crate::runner::{self, Stop, WorkloadSpec};
 use crate::units::{fmt_bytes, parse_bytes};
@@ -244,15 +244,6 @@ struct RecoveryRecord {
     bytes_read: Option<u64>,
     records: Option<u64>,
     peak_rss_bytes: Option<u64>,
-}
-
-/// Human progress: on stdout, or on stderr when stdout carries JSON.
-fn say(json: bool, line: String) {
-    if json {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
 }
 
 /// Writes, then times the reopens, for each engine.

@@ -89,6 +89,15 @@ pub fn ratio_cells<T>(strata: Option<&T>, peers: &[&T], ratio: RatioOf<T>) -> Ve
         .collect()
 }
 
+/// Human progress: on stdout, or on stderr when stdout carries JSON.
+pub fn say(json: bool, line: String) {
+    if json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
 /// Prints `value` as one line of JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) {
     match serde_json::to_string(value) {

@@ -109,7 +109,7 @@ fn dump_record(
     };
     let shown: Vec<&Item<'_>> = items
         .iter()
-        .filter(|item| options.group.is_none_or(|g| item.group() == g))
+        .filter(|item| item.is_engine_wide() || options.group.is_none_or(|g| item.group() == g))
         .collect();
     if shown.is_empty() && options.group.is_some() {
         return Ok(());
@@ -181,6 +181,7 @@ fn dump_item(
             writeln!(out, "    compact_to group={group} index={index}")?
         }
         Item::RemoveGroup { group } => writeln!(out, "    remove_group group={group}")?,
+        Item::PurgedBelow { seq } => writeln!(out, "    purged_below seq={seq}")?,
     }
     Ok(())
 }

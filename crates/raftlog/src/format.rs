@@ -44,6 +44,9 @@ pub const TAG_DELETE: u8 = 3;
 pub const TAG_COMPACT_TO: u8 = 4;
 /// Removes a group and all it holds.
 pub const TAG_REMOVE_GROUP: u8 = 5;
+/// Engine-wide, written by purge before it removes append files: every append
+/// file below a sequence number was purged. Its group field is 0.
+pub const TAG_PURGED_BELOW: u8 = 6;
 
 /// Which sequence of files a file belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

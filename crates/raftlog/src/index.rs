@@ -282,6 +282,7 @@ impl GroupIndex {
                 shadows_rewrite: self.kvs.remove(key).is_some_and(|s| s.file.is_rewrite()),
             },
             Item::CompactTo { index, .. } => self.compact_to(index).1,
+            Item::PurgedBelow { .. } => ApplyEffect::default(),
             Item::RemoveGroup { .. } => {
                 // Emptied, the group leaves the map (see `apply_all`).
                 let shadows_rewrite = self.runs.files().any(FileRef::is_rewrite)
@@ -450,13 +451,16 @@ impl Index {
         let mut effect = ApplyEffect::default();
         let mut items = items.into_iter().peekable();
         while let Some((item, record)) = items.next() {
+            if item.is_engine_wide() {
+                continue;
+            }
             let group = item.group();
             let g = self.group_or_insert(group);
             let mut guard: RwLockWriteGuard<'_, GroupIndex> = g.write();
             let mut next = Some((item, record));
             while let Some((item, record)) = next.take() {
                 effect.shadows_rewrite |= guard.apply_local(&item, record, replay).shadows_rewrite;
-                next = items.next_if(|(i, _)| i.group() == group);
+                next = items.next_if(|(i, _)| i.group() == group && !i.is_engine_wide());
             }
             let empty = guard.is_empty();
             drop(guard);

@@ -10,11 +10,14 @@
 //! DELETE      (3): varint key_len | key
 //! COMPACT_TO  (4): varint index
 //! REMOVE_GROUP(5): (empty)
+//! PURGED_BELOW(6): varint seq          (engine-wide: group is 0; purge writes it)
 //! ```
 
 use strata_codec::{put_varint, DecodeError, Reader};
 
-use crate::format::{TAG_COMPACT_TO, TAG_DELETE, TAG_ENTRIES, TAG_PUT, TAG_REMOVE_GROUP};
+use crate::format::{
+    TAG_COMPACT_TO, TAG_DELETE, TAG_ENTRIES, TAG_PURGED_BELOW, TAG_PUT, TAG_REMOVE_GROUP,
+};
 
 /// One change to one group, in the order it was added to the batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,14 @@ pub enum Item<'a> {
         /// The group.
         group: u64,
     },
+    /// Not a change to a group: every append file with a sequence number
+    /// below `seq` was purged. Purge logs it, durably, before it removes
+    /// them, so that recovery can tell the hole a lost removal leaves from
+    /// lost data (`docs/format/raftlog.md`).
+    PurgedBelow {
+        /// The first append file that was kept.
+        seq: u64,
+    },
 }
 
 impl Item<'_> {
@@ -71,7 +82,13 @@ impl Item<'_> {
             | Item::Delete { group, .. }
             | Item::CompactTo { group, .. }
             | Item::RemoveGroup { group } => group,
+            Item::PurgedBelow { .. } => 0,
         }
+    }
+
+    /// Whether the item is about the engine's files rather than a group.
+    pub fn is_engine_wide(&self) -> bool {
+        matches!(self, Item::PurgedBelow { .. })
     }
 }
 
@@ -287,6 +304,14 @@ impl LogBatch {
         put_varint(&mut self.payload, group);
         self.item_count += 1;
     }
+
+    /// Records that every append file below `seq` was purged (purge only).
+    pub(crate) fn purged_below(&mut self, seq: u64) {
+        self.payload.push(TAG_PURGED_BELOW);
+        put_varint(&mut self.payload, 0);
+        put_varint(&mut self.payload, seq);
+        self.item_count += 1;
+    }
 }
 
 impl LogBatch {
@@ -358,6 +383,7 @@ pub(crate) fn decode_items_with_capacity(
                 index: r.varint()?,
             },
             TAG_REMOVE_GROUP => Item::RemoveGroup { group },
+            TAG_PURGED_BELOW if group == 0 => Item::PurgedBelow { seq: r.varint()? },
             other => {
                 return Err(DecodeError::invalid(
                     "item tag",

@@ -140,8 +140,17 @@ impl Pipe {
         let file = match reused {
             Some(name) => {
                 let from = dir.join(&name);
+                // The name must be durable before the new header is: the
+                // purge that kept this file for reuse did not sync the
+                // directory, and a crash that lost both renames would
+                // otherwise leave the old name on the new header.
                 match fs.rename(&from, &path) {
                     Ok(()) => {
+                        if let Err(e) = fs.sync_dir(dir) {
+                            let _ = fs.remove(&path);
+                            return Err(Error::io("sync dir", dir)(e));
+                        }
+                        Metrics::add(&metrics.fsyncs, 1);
                         Metrics::add(&metrics.files_recycled, 1);
                         match fs.open(&path, true) {
                             Ok(f) => {

@@ -54,6 +54,10 @@ pub struct RecoveryReport {
     /// into place, found under its old name (the crash lost the rename) and
     /// renamed again: its new path.
     pub adopted_file: Option<PathBuf>,
+    /// Append files a purge had removed when the machine stopped, found again
+    /// because the file system did not keep their removal (below a file
+    /// whose removal it kept), and removed.
+    pub purged_files_removed: Vec<PathBuf>,
     /// Wall time of recovery.
     pub duration: Duration,
 }
@@ -93,6 +97,9 @@ enum Op {
     RemoveGroup {
         group: u64,
     },
+    PurgedBelow {
+        seq: u64,
+    },
 }
 
 impl Op {
@@ -120,6 +127,7 @@ impl Op {
             },
             Item::CompactTo { group, index } => Op::CompactTo { group, index },
             Item::RemoveGroup { group } => Op::RemoveGroup { group },
+            Item::PurgedBelow { seq } => Op::PurgedBelow { seq },
         }
     }
 
@@ -144,6 +152,7 @@ impl Op {
             Op::Delete { group, key } => Item::Delete { group: *group, key },
             &Op::CompactTo { group, index } => Item::CompactTo { group, index },
             &Op::RemoveGroup { group } => Item::RemoveGroup { group },
+            &Op::PurgedBelow { seq } => Item::PurgedBelow { seq },
         }
     }
 }
@@ -197,7 +206,7 @@ pub(crate) fn recover(
         }
     }
     crate::inspect::sort_in_log_order(&mut ids);
-    check_contiguous(dir, &ids)?;
+    let maybe_purged = set_aside_below_hole(dir, &mut ids)?;
     report.adopted_file =
         crate::prepare::adopt_prepared(fs.as_ref(), dir, &mut ids, &mut recycled)?;
 
@@ -217,6 +226,7 @@ pub(crate) fn recover(
     let mut files: BTreeMap<FileId, Arc<dyn File>> = BTreeMap::new();
     let mut ends: HashMap<FileId, (u64, ScanEnd)> = HashMap::new();
     let mut min_dirty = u64::MAX;
+    let mut purged_below = 0;
     let mut outcome: Result<()> = Ok(());
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -260,10 +270,11 @@ pub(crate) fn recover(
             }
             let is_last = ids.get(i + 1).is_none_or(|n| n.queue != id.queue);
             match apply_file(dir, config, index, id, is_last, replay, &mut report) {
-                Ok(Some((end, scan_end, shadows))) => {
+                Ok(Some((end, scan_end, shadows, floor))) => {
                     if shadows && id.queue == Queue::Append {
                         min_dirty = min_dirty.min(id.seq);
                     }
+                    purged_below = purged_below.max(floor);
                     ends.insert(id, (end, scan_end));
                 }
                 Ok(None) => {}
@@ -283,6 +294,21 @@ pub(crate) fn recover(
     let mut last_seq: HashMap<Queue, u64> = HashMap::new();
     let mut append_sizes = BTreeMap::new();
     let mut dir_changed = false;
+    if let Some(hole) = maybe_purged {
+        // The files below the hole are dead only if a purge said so, durably,
+        // before it removed the missing ones.
+        if purged_below < hole.first_kept {
+            return Err(Error::MissingFile {
+                path: dir.join(hole.missing.file_name()),
+            });
+        }
+        for id in hole.set_aside {
+            let path = dir.join(id.file_name());
+            fs.remove(&path).map_err(Error::io("remove", &path))?;
+            report.purged_files_removed.push(path);
+            dir_changed = true;
+        }
+    }
     for &id in &ids {
         let path = dir.join(id.file_name());
         let Some((end, scan_end)) = ends.remove(&id) else {
@@ -357,19 +383,56 @@ pub(crate) fn recover(
     })
 }
 
-fn check_contiguous(dir: &Path, ids: &[FileId]) -> Result<()> {
-    for pair in ids.windows(2) {
+/// Append files below a hole in the append queue, set aside until replay
+/// finds whether a purge removed them.
+struct Hole {
+    /// The first missing file.
+    missing: FileId,
+    /// The first file after the last hole: replay starts there.
+    first_kept: u64,
+    set_aside: Vec<FileId>,
+}
+
+/// Checks that each queue's files are consecutive, except for holes in the
+/// append queue that a purge may have left: purge removes append files
+/// without a directory sync between them (it logs the first file it keeps
+/// first, durably), so a power cut may keep any subset of the removals.
+/// The append files below the last hole are taken out of `ids`; recovery
+/// removes them if a replayed purge floor covers the hole, and refuses to
+/// open otherwise (the hole is then lost data). A hole in the rewrite queue
+/// is always an error: its files are removed one durable step at a time.
+fn set_aside_below_hole(dir: &Path, ids: &mut Vec<FileId>) -> Result<Option<Hole>> {
+    let mut hole: Option<(FileId, usize)> = None;
+    for (i, pair) in ids.windows(2).enumerate() {
         if pair[0].queue == pair[1].queue && pair[1].seq != pair[0].seq + 1 {
             let missing = FileId {
                 queue: pair[0].queue,
                 seq: pair[0].seq + 1,
             };
-            return Err(Error::MissingFile {
-                path: dir.join(missing.file_name()),
-            });
+            if missing.queue != Queue::Append {
+                return Err(Error::MissingFile {
+                    path: dir.join(missing.file_name()),
+                });
+            }
+            let first_missing = hole.map_or(missing, |(m, _)| m);
+            hole = Some((first_missing, i + 1));
         }
     }
-    Ok(())
+    let Some((missing, after)) = hole else {
+        return Ok(None);
+    };
+    let first_kept = ids[after].seq;
+    let set_aside: Vec<FileId> = ids
+        .iter()
+        .filter(|id| id.queue == Queue::Append && id.seq < first_kept)
+        .copied()
+        .collect();
+    ids.retain(|id| !(id.queue == Queue::Append && id.seq < first_kept));
+    Ok(Some(Hole {
+        missing,
+        first_kept,
+        set_aside,
+    }))
 }
 
 /// The first read of a file during recovery; later reads double it. Reading
@@ -548,7 +611,7 @@ fn apply_file(
     is_last: bool,
     replay: Replay,
     report: &mut RecoveryReport,
-) -> Result<Option<(u64, ScanEnd, bool)>> {
+) -> Result<Option<(u64, ScanEnd, bool, u64)>> {
     let path = dir.join(id.file_name());
     report.bytes_read += replay.bytes;
     if replay.unfinished && is_last {
@@ -566,7 +629,7 @@ fn apply_file(
                 offset,
                 reason,
             });
-            return Ok(Some((0, ScanEnd::Eof, false)));
+            return Ok(Some((0, ScanEnd::Eof, false, 0)));
         }
         Ok(scan) => {
             return Err(Error::Corruption {
@@ -578,6 +641,17 @@ fn apply_file(
         Err(e) => return Err(e),
     };
     let file = FileRef::new(id);
+    let purged_below = match &scan.content {
+        Content::Records { ops, .. } => ops
+            .iter()
+            .filter_map(|op| match *op {
+                Op::PurgedBelow { seq } => Some(seq),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0),
+        Content::Section(section) => section.purged_below,
+    };
     let shadows = match &scan.content {
         Content::Records { records, ops } => {
             let mut shadows = false;
@@ -631,7 +705,7 @@ fn apply_file(
             reason,
         });
     }
-    Ok(Some((scan.valid_end, scan.end, shadows)))
+    Ok(Some((scan.valid_end, scan.end, shadows, purged_below)))
 }
 
 /// Applies a file's index section; returns whether it hid rewrite-queue data.

@@ -144,6 +144,8 @@ pub(crate) struct SectionBuilder {
     /// Length of every record, in order; the first starts at `FILE_HEADER_LEN`.
     records: Vec<u32>,
     groups: FxHashMap<u64, GroupChanges>,
+    /// The highest purge floor the file's records logged (0: none).
+    purged_below: u64,
 }
 
 impl SectionBuilder {
@@ -154,6 +156,10 @@ impl SectionBuilder {
         self.records.push(len);
         let mut current: Option<(u64, &mut GroupChanges)> = None;
         for item in items {
+            if let Item::PurgedBelow { seq } = *item {
+                self.purged_below = self.purged_below.max(seq);
+                continue;
+            }
             let group = item.group();
             let changes = match current.take() {
                 Some((g, c)) if g == group => c,
@@ -180,6 +186,7 @@ impl SectionBuilder {
                 }
                 Item::Put { key, value, .. } => changes.set_kv(key, Some(value)),
                 Item::Delete { key, .. } => changes.set_kv(key, None),
+                Item::PurgedBelow { .. } => {}
                 Item::RemoveGroup { .. } => {
                     changes.removed = true;
                     changes.log.clear();
@@ -201,6 +208,7 @@ impl SectionBuilder {
     ///         | u8 COMPACT_TO | varint index
     /// kv      = u8 PUT | varint key_len | key | varint value_len | value
     ///         | u8 DELETE | varint key_len | key
+    ///         | varint purged_below   (the highest PURGED_BELOW seq of the file, 0: none)
     /// ```
     pub fn encode(&self, data_end: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(16 + self.records.len() * 3 + self.groups.len() * 64);
@@ -249,6 +257,7 @@ impl SectionBuilder {
                 }
             }
         }
+        put_varint(&mut out, self.purged_below);
         out
     }
 }
@@ -262,6 +271,8 @@ pub struct Section {
     pub records: Vec<(u32, u32)>,
     /// Every group the file changed, ascending.
     pub groups: Vec<(u64, GroupChanges)>,
+    /// The highest purge floor the file logged (0: none).
+    pub purged_below: u64,
 }
 
 /// Decodes and checks a section. Every index and length is checked against the
@@ -379,17 +390,19 @@ pub fn decode_section(bytes: &[u8]) -> Result<Section, DecodeError> {
         }
         groups.push((group, GroupChanges { removed, log, kvs }));
     }
+    let purged_below = r.varint()?;
     if !r.is_empty() {
         return Err(DecodeError::invalid(
             "section",
             r.position(),
-            "bytes after the last group",
+            "bytes after the purge floor",
         ));
     }
     Ok(Section {
         data_end,
         records,
         groups,
+        purged_below,
     })
 }
 
@@ -451,14 +464,17 @@ mod tests {
                 },
                 Item::CompactTo { group: 7, index: 2 },
                 Item::RemoveGroup { group: 3 },
+                Item::PurgedBelow { seq: 4 },
                 e(3, 9, 4),
+                Item::PurgedBelow { seq: 6 },
             ],
         );
         let end = FILE_HEADER_LEN as u64 + 150;
         let s = decode_section(&b.encode(end)).unwrap();
         assert_eq!(s.data_end, end);
         assert_eq!(s.records, vec![(24, 100), (124, 50)]);
-        assert_eq!(s.groups.len(), 2);
+        assert_eq!(s.groups.len(), 2, "a purge floor is no group's change");
+        assert_eq!(s.purged_below, 6, "the highest floor");
         let (g3, c3) = &s.groups[0];
         assert_eq!(*g3, 3);
         assert!(c3.removed);

@@ -9,7 +9,8 @@
 //!    generation deleted; otherwise the hidden copies would come back at the next
 //!    recovery, which replays the rewrite queue before the append queue.
 //! 3. Append files older than every group's oldest data are deleted (or kept
-//!    for reuse), oldest first, and the directory synced.
+//!    for reuse), after the first file kept is logged (`Item::PurgedBelow`)
+//!    and the log synced; no directory sync follows.
 //!
 //! The work of a copy follows the bytes copied, not the number of groups:
 //! `select.rs` picks every group's data under its lock, `copy.rs` reads each
@@ -34,7 +35,7 @@ use std::sync::atomic::Ordering;
 
 use crate::format::{FileId, Queue};
 use crate::metrics::Metrics;
-use crate::{Engine, Error, Result};
+use crate::{Engine, Error, LogBatch, Result};
 
 /// What a purge did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl Engine {
         // lock, so every batch in a file older than this one is indexed.
         let active_seq = self.pipe.append.lock().id.seq;
         // 1. Choose the files to free by rewriting.
-        let cutoff = self.rewrite_cutoff(active_seq);
+        let cutoff = self.rewrite_cutoff(active_seq, self.first_needed_append_file(active_seq));
         let compact_rewrite_queue = self.min_dirty.load(Ordering::SeqCst) != u64::MAX;
         if compact_rewrite_queue {
             // Tombstones seen from now on are measured against the new generation.
@@ -173,10 +174,18 @@ impl Engine {
             .filter(|id| id.queue == Queue::Append && id.seq < needed)
             .copied()
             .collect();
+        if !purgeable.is_empty() {
+            // The floor lets recovery tell the holes these removals may leave
+            // from lost data (step 3).
+            let mut floor = LogBatch::new();
+            floor.purged_below(needed);
+            self.write(&mut floor, false)?;
+        }
         if !old_rewrite.is_empty() || !purgeable.is_empty() {
             // The index counted unsynced writes: an unsynced overwrite, delete or
             // compaction may be what made these files dead. Make it durable
-            // before the files go, or a crash would lose both old and new.
+            // before the files go, or a crash would lose both old and new;
+            // and the floor with it.
             self.sync_beside_writers()?;
         }
 
@@ -198,13 +207,17 @@ impl Engine {
         }
         out.rewrite_queue_compacted = compact_rewrite_queue;
 
-        // 3. Delete the append files no group needs, oldest first, each
-        // removal durable before the next (see step 2).
+        // 3. Delete the append files no group needs, with no directory sync:
+        // a power cut may keep any subset of the removals, and the files that
+        // come back are below the floor logged above, which recovery reads
+        // to remove them again (`recovery::set_aside_below_hole`). A file
+        // kept for reuse has its new name made durable before its new
+        // header is written (`Pipe::new_file`, `prepare.rs`), so it never
+        // comes back under its old name with another file's header.
         for id in &purgeable {
             fail::fail_point!("raftlog::purge::remove_append");
             self.pipe.retire(*id)?;
             self.append_sizes.lock().remove(&id.seq);
-            self.sync_dir()?;
             out.files_purged += 1;
         }
         Metrics::add(&self.metrics.files_purged, out.files_purged);
@@ -241,12 +254,13 @@ impl Engine {
     /// seen, and the purge that frees it logs them first.
     fn nothing_to_purge(&self) -> bool {
         let active_seq = self.pipe.append.lock().id.seq;
-        if self.rewrite_cutoff(active_seq).is_some()
-            || self.min_dirty.load(Ordering::SeqCst) != u64::MAX
-        {
+        if self.min_dirty.load(Ordering::SeqCst) != u64::MAX {
             return false;
         }
         let needed = self.first_needed_append_file(active_seq);
+        if self.rewrite_cutoff(active_seq, needed).is_some() {
+            return false;
+        }
         let files = self.pipe.files.read();
         !files
             .keys()
@@ -268,10 +282,13 @@ impl Engine {
     }
 
     /// Returns the first append sequence to keep when the queue is over its
-    /// threshold: files below it should be freed by rewriting.
-    fn rewrite_cutoff(&self, active_seq: u64) -> Option<u64> {
+    /// threshold: files below it should be freed by rewriting. Files below
+    /// `needed` (no group needs them) go without copying anything, so they
+    /// do not count: a log that a plain purge brings under the threshold
+    /// has nothing copied out of it.
+    fn rewrite_cutoff(&self, active_seq: u64, needed: u64) -> Option<u64> {
         let sizes = self.append_sizes.lock();
-        let total: u64 = sizes.values().sum();
+        let total: u64 = sizes.range(needed..).map(|(_, size)| size).sum();
         let threshold = self.pipe.config.purge_threshold_bytes;
         if total <= threshold {
             return None;
