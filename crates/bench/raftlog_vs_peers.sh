@@ -12,6 +12,10 @@
 #   U-1 U-4       A unsynced, 16 groups x 1 KiB per batch, 1 and 4 writers
 #   U4K-1 U4K-4   the same with 4 groups per batch (~4 KiB batches)
 #   U64K-1 U64K-4 the same with 64 groups per batch (~64 KiB batches)
+#   P-100K        one purge that frees most of a $PURGE_TOTAL log over 100,000
+#                 groups (every group lags: its live data must be copied)
+#   P-Z10K        the same over 10,000 groups, Zipf 0.99 (a long idle tail lags)
+#   P-X           the same over 1,000 groups, entries 64 B to 64 KiB
 #   D-1K D-16K    recovery of $TOTAL in 1,000 groups, 1 KiB and 16 KiB entries
 #   MEM           index memory per idle group (100,000 and 1,000,000 groups)
 #                 and per live entry; strata and raft-engine only
@@ -22,6 +26,7 @@
 #   RUNS       runs per raftlog cell, reopens per recovery mode [3]
 #   SECONDS    seconds per raftlog run [30] (BENCH_SECONDS also works)
 #   TOTAL      payload each recovery cell writes [4G]
+#   PURGE_TOTAL payload each purge cell writes before its purge [1G]
 #   MODES      recovery reopen modes [warm,cold if the page cache can be
 #              dropped (root), else warm]
 #   PROBE      seconds of the disk probe per engine in each raftlog cell [3]
@@ -42,8 +47,9 @@ B=${B:-target/release/strata-bench}
 ENGINES=${ENGINES:-strata,raft-engine,rocksdb}
 RUNS=${RUNS:-3}
 TOTAL=${TOTAL:-4G}
+PURGE_TOTAL=${PURGE_TOTAL:-1G}
 PROBE=${PROBE:-3}
-CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C M-100K Z-10K X U-1 U-4 U4K-1 U4K-4 U64K-1 U64K-4 D-1K D-16K MEM}
+CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C M-100K Z-10K X U-1 U-4 U4K-1 U4K-4 U64K-1 U64K-4 P-100K P-Z10K P-X D-1K D-16K MEM}
 MEM_GROUPS=${MEM_GROUPS:-100000,1000000}
 MEM_FILL=${MEM_FILL:-1000000}
 DIR=${DIR:-./strata-data/raftlog-vs-peers}
@@ -88,6 +94,15 @@ raftlog() {
         --runs "$RUNS" --seconds "$run_seconds" --probe-seconds "$PROBE" --dir "$DIR/raftlog"
 }
 
+# purge NAME [FLAGS...]: raftlog-purge, peers that have no purge (RocksDB) left out.
+purge() {
+    local name=$1
+    shift
+    local purge_engines
+    purge_engines=$(tr ',' '\n' <<<"$ENGINES" | grep -v '^rocksdb$' | paste -sd, -)
+    cell "$name" raftlog-purge "$@" --engines "$purge_engines" --total-bytes "$PURGE_TOTAL" \
+        --runs "$RUNS" --dir "$DIR/purge"
+}
 recovery() {
     cell "$1" recovery --engines "$ENGINES" --total-bytes "$TOTAL" --groups 1000 \
         --entry-bytes "$2" --modes "$MODES" --reopens "$RUNS" --dir "$DIR/recovery"
@@ -110,6 +125,9 @@ for c in $CELLS; do
         U4K-4) raftlog U4K-4 A 4 --sync false --groups-per-batch 4 --entry-bytes 1024 ;;
         U64K-1) raftlog U64K-1 A 1 --sync false --groups-per-batch 64 --entry-bytes 1024 ;;
         U64K-4) raftlog U64K-4 A 4 --sync false --groups-per-batch 64 --entry-bytes 1024 ;;
+        P-100K) purge P-100K --groups 100000 ;;
+        P-Z10K) purge P-Z10K --groups 10000 --group-skew zipf:0.99 ;;
+        P-X) purge P-X --groups 1000 --entry-bytes mixed ;;
         D-1K) recovery D-1K 1K ;;
         D-16K) recovery D-16K 16K ;;
         MEM)

@@ -14,6 +14,7 @@ from pathlib import Path
 ORDER = [
     "A-1", "A-4", "A-64", "B-4", "B-64", "C",
     "M-100K", "Z-10K", "X", "U-1", "U-4",
+    "P-100K", "P-Z10K", "P-X",
     "D-1K", "D-16K", "MEM",
 ]
 
@@ -39,6 +40,16 @@ RAFTLOG_ROWS = [
     ("disk limit MB/s at this flush size", "disk_limit_mb_per_sec", "rate", False),
     ("device MB/s / disk limit", "device_pct_of_disk_limit", "pct", True),
     ("payload MB/s / disk limit", "payload_pct_of_disk_limit", "pct", True),
+]
+
+PURGE_ROWS = [
+    ("purge time (ms)", "purge_seconds", "ms", True),
+    ("purge CPU (s)", "purge_cpu_seconds", "f2", True),
+    ("bytes copied (MiB)", "bytes_rewritten", "mib", False),
+    ("files freed", "files_purged", "int", False),
+    ("groups named for compaction", "groups_to_compact", "int", False),
+    ("files before / after", "files", "str", False),
+    ("second purge (ms)", "second_purge_seconds", "ms", True),
 ]
 
 RECOVERY_ROWS = [
@@ -68,6 +79,10 @@ MEMORY_ROWS = [
 def fmt(v, kind):
     if v is None:
         return "n/a"
+    if kind == "str":
+        return str(v)
+    if kind == "ms":
+        return f"{v * 1000:,.2f}"
     if kind == "rate":
         return f"{v:,.0f}" if v >= 100 else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
     if kind == "int":
@@ -130,6 +145,22 @@ def raftlog_cell(name, recs):
     table(title, None, [(r["engine"], r) for r in medians], RAFTLOG_ROWS)
 
 
+def purge_cell(name, recs):
+    medians = [r for r in recs if r.get("kind") == "purge_median"]
+    if not medians:
+        print(f"### {name}\n\nno purge records (did the cell fail? see {name}.log)\n")
+        return
+    m = medians[0]
+    for r in medians:
+        r["files"] = f"{r.get('files_before')} / {r.get('files_after')}"
+    title = (
+        f"{name}: one purge at half of {m['payload_bytes'] / 2**30:.2f} GiB written over "
+        f"{m['groups']:,} groups ({m['group_skew']}), {m['entry_bytes']} entries, "
+        f"each group compacted to its last {m['keep']}, median of {m['runs']} runs"
+    )
+    table(title, None, [(r["engine"], r) for r in medians], PURGE_ROWS)
+
+
 def recovery_cell(name, recs):
     recs = [r for r in recs if r.get("kind") == "recovery"]
     if not recs:
@@ -185,6 +216,8 @@ def main():
         recs = load(files[name])
         if any(r.get("kind") == "memory" for r in recs) or name == "MEM":
             memory_cell(name, recs)
+        elif any(r.get("kind") == "purge_median" for r in recs) or name.startswith("P-"):
+            purge_cell(name, recs)
         elif any(r.get("kind") == "recovery" for r in recs) or name.startswith("D"):
             recovery_cell(name, recs)
         else:

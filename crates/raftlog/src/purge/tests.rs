@@ -150,3 +150,38 @@ fn a_purge_with_nothing_to_free_logs_and_syncs_nothing() {
     let engine = Engine::open_with_fs("/db", config, dyn_fs).unwrap();
     check(&engine, BUSY, last, last, "after a power cut");
 }
+
+/// A purge whose dead files alone bring the log under its threshold copies
+/// nothing: the threshold once counted the dead files too, so purge copied
+/// live data out of files that did not need freeing (176 MiB of a 1 GiB log
+/// of mixed entries, where removing the dead files was enough).
+#[test]
+fn dead_files_that_bring_the_log_under_its_threshold_leave_live_data_in_place() {
+    let config = Config {
+        target_file_size_bytes: 64 << 10,
+        purge_threshold_bytes: 1 << 20,
+        preallocate: false,
+        ..Config::default()
+    };
+    let engine = Engine::open_with_fs("/db", config, Arc::new(MemFs::new())).unwrap();
+    let mut busy = 0;
+    let fill = |busy: &mut u64, n: u64| {
+        for _ in 0..n {
+            *busy += 1;
+            append(&engine, BUSY, *busy);
+        }
+        engine.compact_to(BUSY, *busy - 2).unwrap();
+    };
+    // 640 KiB that the compaction kills, one live entry, then 800 KiB more:
+    // 1.4 MiB in all, 800 KiB of it from the live entry on.
+    fill(&mut busy, 80);
+    append(&engine, LAGGING, 1);
+    fill(&mut busy, 100);
+    let before = engine.file_stats().first_append_seq;
+    let out = engine.purge().unwrap();
+    assert_eq!(out.entries_rewritten, 0, "{out:?}");
+    assert!(out.files_purged >= 8, "{out:?}");
+    assert!(engine.file_stats().first_append_seq > before);
+    check(&engine, LAGGING, 1, 1, "the live entry stays where it was");
+    check(&engine, BUSY, busy - 2, busy, "the busy group");
+}
