@@ -2,7 +2,8 @@
 //! opening the engine (which would start a new file and cut damaged tails).
 //!
 //! 1. Each queue's files must have consecutive sequence numbers; each missing
-//!    one is named.
+//!    one is named, unless a purge logged that it removed it (append files
+//!    below a hole are then dead, and are not replayed, as in recovery).
 //! 2. Every file is scanned: its header and every record's checksums; each
 //!    damaged header or record is reported with its file, offset and reason, and
 //!    with what each recovery mode would make of it. Past damage, the scan
@@ -62,22 +63,23 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         listing.files.len()
     )?;
     let mut damage = Vec::new();
-    for id in listing.missing() {
-        damage.push(Damage {
-            path: listing.path(&id.file_name()),
-            offset: None,
-            reason: "missing: files before and after it in its queue exist".to_string(),
-        });
-    }
-
     let mut replay = IndexReplay::new();
     let mut records = 0u64;
     for &id in &listing.files {
         let file = LogFile::load(fs, &listing, id)?;
         let path = listing.path(&id.file_name());
+        // Checked like any file, but not replayed: as in recovery.
+        let replayed = listing.replayed.contains(&id);
+        if !replayed {
+            writeln!(
+                out,
+                "{id}: below a hole in the append queue, not replayed (dead if a purge made \
+                 the hole)"
+            )?;
+        }
         match &file.content {
             Content::Scanned(scan) => {
-                for rec in &scan.records {
+                for rec in scan.records.iter().filter(|_| replayed) {
                     if let Err(e) = replay.apply(id, rec) {
                         let reason = match e {
                             ReplayError::Undecodable { source, .. } => {
@@ -154,6 +156,26 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         }
     }
 
+    if let Some(hole) = &listing.hole {
+        if hole.covered_by(replay.purged_below()) {
+            writeln!(
+                out,
+                "append files below {:016x}: a purge removed them and logged it; recovery \
+                 removes the {} left",
+                hole.first_kept,
+                hole.set_aside.len()
+            )?;
+        }
+    }
+    for id in listing.lost(replay.purged_below()) {
+        damage.push(Damage {
+            path: listing.path(&id.file_name()),
+            offset: None,
+            reason: "missing: files before and after it in its queue exist, and no purge \
+                     logged its removal"
+                .to_string(),
+        });
+    }
     let entries = verify_entries(fs, &listing, &replay.finish(), &mut damage)?;
     for d in &damage {
         writeln!(out, "damage: {d}")?;

@@ -11,7 +11,7 @@ use strata_raftlog::format::{
     FileId, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN, LOCK_FILE_NAME, RECORD_HEADER_LEN,
     RECYCLE_PREFIX,
 };
-use strata_raftlog::inspect::sort_in_log_order;
+use strata_raftlog::inspect::{set_aside_below_hole, sort_in_log_order, PurgeHole};
 use strata_raftlog::reader::{
     judge_sealed_end, scan_file, sealed_data_end, FileScan, ScanEnd, ScannedRecord,
 };
@@ -31,6 +31,12 @@ pub struct Listing {
     pub recycled: Vec<String>,
     /// Names that are neither log files, recycled files nor the lock file.
     pub other: Vec<String>,
+    /// The files recovery replays, in log order: all of them but the append
+    /// files below a hole that a purge may have left, which wait for the
+    /// replay's verdict (`strata_raftlog::inspect::set_aside_below_hole`).
+    pub replayed: Vec<FileId>,
+    /// That hole, if there is one.
+    pub hole: Option<PurgeHole>,
 }
 
 impl Listing {
@@ -43,6 +49,8 @@ impl Listing {
             files: Vec::new(),
             recycled: Vec::new(),
             other: Vec::new(),
+            replayed: Vec::new(),
+            hole: None,
         };
         for name in names {
             if let Some(id) = FileId::parse_file_name(&name) {
@@ -54,7 +62,26 @@ impl Listing {
             }
         }
         sort_in_log_order(&mut listing.files);
+        let mut replayed = listing.files.clone();
+        // A hole in the rewrite queue is lost data whatever replay finds
+        // (`lost`); every file is then replayed, to show what survives.
+        listing.hole = set_aside_below_hole(&mut replayed).unwrap_or(None);
+        listing.replayed = replayed;
         Ok(listing)
+    }
+
+    /// Returns the files missing from the middle of a queue that no purge
+    /// accounts for, once replay has found `purged_below` as its highest
+    /// purge floor: what recovery refuses as lost.
+    pub fn lost(&self, purged_below: u64) -> Vec<FileId> {
+        let covered = self
+            .hole
+            .as_ref()
+            .is_some_and(|h| h.covered_by(purged_below));
+        self.missing()
+            .into_iter()
+            .filter(|id| !(covered && id.queue == Queue::Append))
+            .collect()
     }
 
     /// Returns the path of a file of the directory.

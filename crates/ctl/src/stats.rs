@@ -38,9 +38,11 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
     let listing = Listing::read(fs, dir)?;
     let mut queues: BTreeMap<Queue, QueueStats> = BTreeMap::new();
     let mut replay = IndexReplay::new();
-    let mut damaged = listing.missing().len() as u64;
+    let mut damaged = 0u64;
     let mut unfinished = 0u64;
     for &id in &listing.files {
+        // Files below a purge's hole are counted but not replayed, as in recovery.
+        let replayed = listing.replayed.contains(&id);
         let file = LogFile::load(fs, &listing, id)?;
         let q = queues.entry(id.queue).or_default();
         q.files += 1;
@@ -55,7 +57,7 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
                     if rec.header.codec == CODEC_LZ4 {
                         q.compressed_records += 1;
                     }
-                    if replay.apply(id, rec).is_err() {
+                    if replayed && replay.apply(id, rec).is_err() {
                         damaged += 1;
                     }
                 }
@@ -90,6 +92,7 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         unfinished,
         listing.other.len()
     )?;
+    damaged += listing.lost(replay.purged_below()).len() as u64;
     let index = replay.finish().stats();
     writeln!(
         out,

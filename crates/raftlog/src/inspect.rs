@@ -21,7 +21,7 @@ use strata_codec::DecodeError;
 
 use crate::format::{FileId, Queue};
 use crate::index::{FileRef, GroupIndex, Index, RecordLoc};
-use crate::log_batch::decode_items;
+use crate::log_batch::{decode_items, Item};
 use crate::reader::ScannedRecord;
 use crate::IndexStats;
 
@@ -35,6 +35,68 @@ pub fn sort_in_log_order(ids: &mut [FileId]) {
 /// A file's place in log order.
 fn log_position(id: FileId) -> (bool, u64) {
     (id.queue != Queue::Rewrite, id.seq)
+}
+
+/// The append files below the last hole in the append queue, which replay
+/// leaves out until it knows whether a purge removed the missing ones.
+///
+/// Purge removes dead append files with no directory sync between them, after
+/// logging (durably) the first append file it keeps; a power cut may keep any
+/// subset of the removals. A dead file that comes back below a removed one
+/// must not be replayed (its records' effects were undone in the removed
+/// file), so the files below the last hole are set aside; once replay has
+/// read every purge floor, [`PurgeHole::covered_by`] tells whether a purge
+/// removed the missing files (the set-aside files are then dead) or data was
+/// lost. Recovery and tools apply this one rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeHole {
+    /// The first missing append file.
+    pub missing: FileId,
+    /// The first append file after the last hole: replay starts there.
+    pub first_kept: u64,
+    /// The append files below it, left out of the replay.
+    pub set_aside: Vec<FileId>,
+}
+
+impl PurgeHole {
+    /// Whether a replay whose highest purge floor is `purged_below` shows
+    /// the hole to be a purge's: every missing file is below the floor.
+    pub fn covered_by(&self, purged_below: u64) -> bool {
+        purged_below >= self.first_kept
+    }
+}
+
+/// Takes the append files below the last hole of the append queue out of
+/// `ids` (sorted by [`sort_in_log_order`]) and returns the hole, if there is
+/// one. A hole in the rewrite queue is always lost data (purge removes its
+/// files one durable step at a time): its first missing file is the error.
+pub fn set_aside_below_hole(ids: &mut Vec<FileId>) -> Result<Option<PurgeHole>, FileId> {
+    let mut hole: Option<(FileId, usize)> = None;
+    for (i, pair) in ids.windows(2).enumerate() {
+        if pair[0].queue == pair[1].queue && pair[1].seq != pair[0].seq + 1 {
+            let missing = FileId {
+                queue: pair[0].queue,
+                seq: pair[0].seq + 1,
+            };
+            if missing.queue != Queue::Append {
+                return Err(missing);
+            }
+            let first_missing = hole.map_or(missing, |(m, _)| m);
+            hole = Some((first_missing, i + 1));
+        }
+    }
+    let Some((missing, after)) = hole else {
+        return Ok(None);
+    };
+    let first_kept = ids[after].seq;
+    let below = |id: &FileId| id.queue == Queue::Append && id.seq < first_kept;
+    let set_aside: Vec<FileId> = ids.iter().filter(|id| below(id)).copied().collect();
+    ids.retain(|id| !below(id));
+    Ok(Some(PurgeHole {
+        missing,
+        first_kept,
+        set_aside,
+    }))
 }
 
 /// Why a record cannot be replayed.
@@ -85,6 +147,8 @@ pub struct IndexReplay {
     index: Index,
     /// The last record applied: the next must come after it in log order.
     last: Option<(FileId, u64)>,
+    /// The highest purge floor applied (0: none).
+    purged_below: u64,
 }
 
 impl Default for IndexReplay {
@@ -99,7 +163,14 @@ impl IndexReplay {
         IndexReplay {
             index: Index::new(),
             last: None,
+            purged_below: 0,
         }
+    }
+
+    /// The highest purge floor the records applied so far logged (0: none),
+    /// for [`PurgeHole::covered_by`].
+    pub fn purged_below(&self) -> u64 {
+        self.purged_below
     }
 
     /// Applies one record of `file`. Records must come in log order: files as
@@ -132,6 +203,11 @@ impl IndexReplay {
             offset,
             source,
         })?;
+        for item in &items {
+            if let Item::PurgedBelow { seq } = *item {
+                self.purged_below = self.purged_below.max(seq);
+            }
+        }
         // Recovery's apply, with its replay semantics.
         self.index.apply_record(&items, loc, true);
         Ok(())

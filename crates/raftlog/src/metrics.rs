@@ -19,6 +19,7 @@ pub(crate) struct Metrics {
     pub files_recycled: AtomicU64,
     pub files_prepared: AtomicU64,
     pub rotations_prepared: AtomicU64,
+    pub writeback_hints: AtomicU64,
     pub index_sections_written: AtomicU64,
     pub files_purged: AtomicU64,
     pub purges: AtomicU64,
@@ -51,6 +52,8 @@ pub struct MetricsSnapshot {
     pub files_prepared: u64,
     /// Rotations that took a file made ahead (the others made their own).
     pub rotations_prepared: u64,
+    /// Ranges of unsynced appends whose writeback the engine started.
+    pub writeback_hints: u64,
     /// Sealed files given an index section (see `docs/format/raftlog.md`).
     pub index_sections_written: u64,
     /// Files deleted or recycled by purge.
@@ -82,6 +85,7 @@ impl Metrics {
             files_recycled: AtomicU64::new(0),
             files_prepared: AtomicU64::new(0),
             rotations_prepared: AtomicU64::new(0),
+            writeback_hints: AtomicU64::new(0),
             index_sections_written: AtomicU64::new(0),
             files_purged: AtomicU64::new(0),
             purges: AtomicU64::new(0),
@@ -126,6 +130,7 @@ impl Metrics {
             files_recycled: self.files_recycled.load(Relaxed),
             files_prepared: self.files_prepared.load(Relaxed),
             rotations_prepared: self.rotations_prepared.load(Relaxed),
+            writeback_hints: self.writeback_hints.load(Relaxed),
             index_sections_written: self.index_sections_written.load(Relaxed),
             files_purged: self.files_purged.load(Relaxed),
             purges: self.purges.load(Relaxed),

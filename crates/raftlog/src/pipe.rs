@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_codec::crc32c;
-use strata_fs::{File, FileSystem};
+use strata_fs::{File, FileSystem, WritebackPacer};
 use strata_log::record::verify_payload;
 
 use crate::format::{
@@ -56,7 +56,16 @@ pub(crate) struct ActiveFile {
     pub synced_end: u64,
     /// The index section being collected for when the file is sealed.
     pub section: SectionBuilder,
+    /// Where writeback of unsynced appends was last started.
+    pub writeback: WritebackPacer,
 }
+
+/// Unsynced appends ask the OS to write back every this many bytes, so that
+/// the sync that seals the file finds little left to write: without it a
+/// file filled at hundreds of MB/s without syncs held all of it dirty, and
+/// the rotation's sealing sync wrote it out on the leader's path while every
+/// writer waited.
+pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;
 
 impl ActiveFile {
     /// A file holding only its header and an end marker, both synced.
@@ -67,6 +76,7 @@ impl ActiveFile {
             offset: FILE_HEADER_LEN as u64,
             synced_end: FILE_HEADER_LEN as u64,
             section: SectionBuilder::default(),
+            writeback: WritebackPacer::new(WRITEBACK_BYTES, FILE_HEADER_LEN as u64),
         }
     }
 

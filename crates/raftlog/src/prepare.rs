@@ -4,6 +4,9 @@
 //! and the directory's, the latter a journal commit that takes milliseconds
 //! while other processes create files).
 //!
+//! It also starts the writeback of unsynced appends (`Preparer::start_writeback`),
+//! a hint that can block while the device's queue is full.
+//!
 //! The preparer, woken after each rotation:
 //! 1. syncs the file the rotation sealed, when the leader left that to it
 //!    (every byte of data was synced already; only the index section was not,
@@ -55,6 +58,8 @@ struct State {
     ready: Option<Prepared>,
     /// A sealed file whose index section awaits its sync.
     seal: Option<Arc<dyn File>>,
+    /// Ranges of the active file whose writeback to start (unsynced appends).
+    writeback: Vec<(Arc<dyn File>, u64, u64)>,
     stop: bool,
 }
 
@@ -120,6 +125,15 @@ impl Preparer {
         None
     }
 
+    /// Starts writeback of `len` bytes of `file` from `offset`, on the
+    /// preparer's thread: the hint can block while the device's queue is
+    /// full, which must not happen on the leader's path.
+    pub fn start_writeback(&self, file: Arc<dyn File>, offset: u64, len: u64) {
+        let mut state = self.shared.state.lock();
+        state.writeback.push((file, offset, len));
+        self.shared.wake.notify_one();
+    }
+
     /// After a rotation to `active`: prepare the file after it, and sync
     /// `sealed` first if given.
     pub fn rotated(&self, active: FileId, sealed: Option<Arc<dyn File>>) {
@@ -153,19 +167,27 @@ impl Drop for Preparer {
 impl Shared {
     fn run(&self) {
         loop {
-            let (want, seal) = {
+            let (want, seal, writeback) = {
                 let mut state = self.state.lock();
                 loop {
                     if state.stop {
                         return;
                     }
-                    if state.seal.is_some() || state.want.is_some() {
+                    if state.seal.is_some() || state.want.is_some() || !state.writeback.is_empty() {
                         break;
                     }
                     self.wake.wait(&mut state);
                 }
-                (state.want.take(), state.seal.take())
+                (
+                    state.want.take(),
+                    state.seal.take(),
+                    std::mem::take(&mut state.writeback),
+                )
             };
+            for (file, offset, len) in writeback {
+                // A hint: an error stays with the file, and its sync reports it.
+                let _ = file.start_writeback(offset, len);
+            }
             if let Some(sealed) = seal {
                 // Best effort: see the module doc, step 1.
                 if sealed.sync_data().is_ok() {

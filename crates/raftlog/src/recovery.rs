@@ -206,7 +206,11 @@ pub(crate) fn recover(
         }
     }
     crate::inspect::sort_in_log_order(&mut ids);
-    let maybe_purged = set_aside_below_hole(dir, &mut ids)?;
+    // Files below a hole a purge may have left wait for replay's verdict.
+    let maybe_purged =
+        crate::inspect::set_aside_below_hole(&mut ids).map_err(|missing| Error::MissingFile {
+            path: dir.join(missing.file_name()),
+        })?;
     report.adopted_file =
         crate::prepare::adopt_prepared(fs.as_ref(), dir, &mut ids, &mut recycled)?;
 
@@ -297,7 +301,7 @@ pub(crate) fn recover(
     if let Some(hole) = maybe_purged {
         // The files below the hole are dead only if a purge said so, durably,
         // before it removed the missing ones.
-        if purged_below < hole.first_kept {
+        if !hole.covered_by(purged_below) {
             return Err(Error::MissingFile {
                 path: dir.join(hole.missing.file_name()),
             });
@@ -381,58 +385,6 @@ pub(crate) fn recover(
         append_sizes,
         report,
     })
-}
-
-/// Append files below a hole in the append queue, set aside until replay
-/// finds whether a purge removed them.
-struct Hole {
-    /// The first missing file.
-    missing: FileId,
-    /// The first file after the last hole: replay starts there.
-    first_kept: u64,
-    set_aside: Vec<FileId>,
-}
-
-/// Checks that each queue's files are consecutive, except for holes in the
-/// append queue that a purge may have left: purge removes append files
-/// without a directory sync between them (it logs the first file it keeps
-/// first, durably), so a power cut may keep any subset of the removals.
-/// The append files below the last hole are taken out of `ids`; recovery
-/// removes them if a replayed purge floor covers the hole, and refuses to
-/// open otherwise (the hole is then lost data). A hole in the rewrite queue
-/// is always an error: its files are removed one durable step at a time.
-fn set_aside_below_hole(dir: &Path, ids: &mut Vec<FileId>) -> Result<Option<Hole>> {
-    let mut hole: Option<(FileId, usize)> = None;
-    for (i, pair) in ids.windows(2).enumerate() {
-        if pair[0].queue == pair[1].queue && pair[1].seq != pair[0].seq + 1 {
-            let missing = FileId {
-                queue: pair[0].queue,
-                seq: pair[0].seq + 1,
-            };
-            if missing.queue != Queue::Append {
-                return Err(Error::MissingFile {
-                    path: dir.join(missing.file_name()),
-                });
-            }
-            let first_missing = hole.map_or(missing, |(m, _)| m);
-            hole = Some((first_missing, i + 1));
-        }
-    }
-    let Some((missing, after)) = hole else {
-        return Ok(None);
-    };
-    let first_kept = ids[after].seq;
-    let set_aside: Vec<FileId> = ids
-        .iter()
-        .filter(|id| id.queue == Queue::Append && id.seq < first_kept)
-        .copied()
-        .collect();
-    ids.retain(|id| !(id.queue == Queue::Append && id.seq < first_kept));
-    Ok(Some(Hole {
-        missing,
-        first_kept,
-        set_aside,
-    }))
 }
 
 /// The first read of a file during recovery; later reads double it. Reading

@@ -117,3 +117,29 @@ fn gaps_are_judged_against_the_batch_own_runs_in_small_and_large_batches() {
         assert_eq!(engine.last_index(base + 2), Some(2));
     }
 }
+
+/// Unsynced appends ask the OS to write their bytes back as the file grows
+/// (one hint per MiB), so that the sync sealing the file at rotation finds
+/// little left to write; without it, U64K-4 (unsynced, ~64 KiB batches) held
+/// a whole file dirty and wrote it out on the leader's path. Synced appends
+/// are clean once synced and ask nothing.
+#[test]
+fn unsynced_appends_start_writeback_as_the_file_grows() {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    // 4 MiB unsynced: four hints.
+    for i in 1..=256u64 {
+        let mut batch = LogBatch::new();
+        batch.add_entries(1, i, &[noise(i)]);
+        engine.write(&mut batch, false).unwrap();
+    }
+    let hints = engine.metrics().writeback_hints;
+    assert!((3..=4).contains(&hints), "{hints} hints for 4 MiB");
+    // 4 MiB more, synced: none.
+    for i in 257..=512u64 {
+        let mut batch = LogBatch::new();
+        batch.add_entries(1, i, &[noise(i)]);
+        engine.write(&mut batch, true).unwrap();
+    }
+    assert_eq!(engine.metrics().writeback_hints, hints);
+}

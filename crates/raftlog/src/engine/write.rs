@@ -438,6 +438,18 @@ impl Engine {
         if sync {
             active.synced_end = offset;
         }
+        if let Some((from, len)) = active.writeback.due(offset) {
+            // Synced bytes are clean already.
+            if !sync {
+                Metrics::add(&self.metrics.writeback_hints, 1);
+                match &self.preparer {
+                    Some(p) => p.start_writeback(active.file.clone(), from, len),
+                    None => {
+                        let _ = active.file.start_writeback(from, len);
+                    }
+                }
+            }
+        }
         Metrics::add(&self.metrics.bytes_written, total);
         Metrics::add(&self.metrics.batches_written, group.len() as u64);
         Metrics::add(&self.metrics.write_groups, 1);

@@ -210,7 +210,7 @@ impl Engine {
         // 3. Delete the append files no group needs, with no directory sync:
         // a power cut may keep any subset of the removals, and the files that
         // come back are below the floor logged above, which recovery reads
-        // to remove them again (`recovery::set_aside_below_hole`). A file
+        // to remove them again (`inspect::set_aside_below_hole`). A file
         // kept for reuse has its new name made durable before its new
         // header is written (`Pipe::new_file`, `prepare.rs`), so it never
         // comes back under its old name with another file's header.
