@@ -75,6 +75,8 @@ pub struct MemFs {
 struct State {
     /// Counts crashes; handles from an earlier epoch are dead.
     epoch: u64,
+    /// Between [`MemFs::halt`] and [`MemFs::restart`]: every operation fails.
+    halted: bool,
     dirs: BTreeMap<Key, Dir>,
     inodes: BTreeMap<u64, Inode>,
     next_inode: u64,
@@ -113,6 +115,7 @@ impl State {
         dirs.insert(Key::new(), Dir::default());
         State {
             epoch: 0,
+            halted: false,
             dirs,
             inodes: BTreeMap::new(),
             next_inode: 0,
@@ -221,6 +224,22 @@ impl MemFs {
         }
     }
 
+    /// A power cut the running process does not outlive: [`crash`](Self::crash),
+    /// and from then on every operation fails, the file system's own
+    /// (create, rename, remove, sync_dir, ...) as well as the handles', until
+    /// [`restart`](Self::restart). After a plain `crash` an engine that is
+    /// still running can go on renaming and creating files by path, which no
+    /// process can do after a real power cut.
+    pub fn halt(&self, mode: CrashMode) {
+        self.crash(mode);
+        self.state.lock().halted = true;
+    }
+
+    /// Ends a [`halt`](Self::halt): the next process may start.
+    pub fn restart(&self) {
+        self.state.lock().halted = false;
+    }
+
     /// Simulates a power loss, like [`crash`](Self::crash) with
     /// `KeepRandomPages`, that keeps exactly the unsynced changes for which
     /// `keep` returns true.
@@ -324,6 +343,9 @@ impl FileSystem for MemFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         let key = normalize(dir)?;
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         for depth in 1..=key.len() {
             let (parent, name) = (&key[..depth - 1], &key[depth - 1]);
             let parent = parent.to_vec();
@@ -346,18 +368,27 @@ impl FileSystem for MemFs {
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         let ino = state.create(path)?;
         Ok(State::handle(&self.state, &state, ino, true))
     }
 
     fn open(&self, path: &Path, writable: bool) -> io::Result<Arc<dyn File>> {
         let state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         let ino = state.lookup(path)?;
         Ok(State::handle(&self.state, &state, ino, writable))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         let ino = state.lookup(from)?;
         let (to_dir, to_name) = split(to)?;
         if state.is_dir(&to_dir, &to_name) {
@@ -393,6 +424,9 @@ impl FileSystem for MemFs {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         state.lookup(path)?;
         let (dir, name) = split(path)?;
         // The inode stays: open handles keep working, and the durable namespace
@@ -410,6 +444,9 @@ impl FileSystem for MemFs {
 
     fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         let ino = state.lookup(from)?;
         let (dir, name) = split(to)?;
         if state.is_dir(&dir, &name) || state.dir_mut(&dir)?.live.contains_key(&name) {
@@ -432,6 +469,9 @@ impl FileSystem for MemFs {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let key = normalize(dir)?;
         let state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         let Some(entries) = state.dirs.get(&key) else {
             return Err(errno(libc::ENOENT));
         };
@@ -449,12 +489,18 @@ impl FileSystem for MemFs {
             return false;
         };
         let state = self.state.lock();
+        if state.halted {
+            return false;
+        }
         state.dirs.contains_key(&key) || state.lookup(path).is_ok()
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let key = normalize(dir)?;
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         if !state.dirs.contains_key(&key) {
             let is_file = state.lookup(dir).is_ok();
             return Err(errno(if is_file { libc::ENOTDIR } else { libc::ENOENT }));
@@ -466,6 +512,9 @@ impl FileSystem for MemFs {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let key = normalize(path)?;
         let mut state = self.state.lock();
+        if state.halted {
+            return Err(crashed());
+        }
         match state.lookup(path) {
             Ok(_) => {}
             // Like `open(O_CREAT)`: the lock file appears, durable once synced.

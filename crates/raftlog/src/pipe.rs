@@ -240,11 +240,17 @@ impl Pipe {
         Ok(sync)
     }
 
-    /// Makes `new` the queue's active file in place of the sealed `active`.
-    pub fn install_next(&self, active: &mut ActiveFile, new: ActiveFile, metrics: &Metrics) {
+    /// Makes `new` the queue's active file in place of the sealed `active`,
+    /// which it returns.
+    pub fn install_next(
+        &self,
+        active: &mut ActiveFile,
+        new: ActiveFile,
+        metrics: &Metrics,
+    ) -> ActiveFile {
         self.files.write().insert(new.id, new.file.clone());
-        *active = new;
         Metrics::add(&metrics.files_rotated, 1);
+        std::mem::replace(active, new)
     }
 
     /// Reads exactly the record at `loc` (no byte before or after it), checks
@@ -272,15 +278,19 @@ impl Pipe {
         })
     }
 
-    /// Removes a purged file, keeping it for reuse if the pool has room.
-    pub fn retire(&self, id: FileId) -> Result<()> {
+    /// Removes a purged file, keeping it for reuse if `reusable` and the pool
+    /// has room.
+    pub fn retire(&self, id: FileId, reusable: bool) -> Result<()> {
         let path = self.path(id);
         {
             // `recycled` comes after `files` in the lock order: release it
             // before `files` is taken below.
             let mut recycled = self.recycled.lock();
             fail::fail_point!("raftlog::purge::retire");
-            if id.queue == Queue::Append && recycled.len() < self.config.recycle_files_max {
+            if reusable
+                && id.queue == Queue::Append
+                && recycled.len() < self.config.recycle_files_max
+            {
                 let name = format!("{RECYCLE_PREFIX}{}", id.file_name());
                 self.fs
                     .rename(&path, &self.dir.join(&name))

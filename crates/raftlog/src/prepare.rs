@@ -8,9 +8,9 @@
 //! a hint that can block while the device's queue is full.
 //!
 //! The preparer, woken after each rotation:
-//! 1. syncs the file the rotation sealed, when the leader left that to it
-//!    (every byte of data was synced already; only the index section was not,
-//!    and a file without a durable section is scanned by recovery);
+//! 1. writes the index section of the file the rotation sealed and syncs it
+//!    (every byte of data was synced already, by its writers or by the
+//!    rotation; a file without a durable section is scanned by recovery);
 //! 2. takes a recycled file, or creates and preallocates a fresh one under a
 //!    `recycle-` name;
 //! 3. syncs the directory: the rotation's rename of the active file, a purge's
@@ -38,7 +38,7 @@ use strata_fs::{File, FileSystem};
 
 use crate::format::{encode_file_header, FileId, END_MARKER, RECYCLE_PREFIX};
 use crate::metrics::Metrics;
-use crate::pipe::SMALL_APPEND_BYTES;
+use crate::pipe::{ActiveFile, SMALL_APPEND_BYTES};
 use crate::Config;
 
 /// A file ready to become the append queue's next: its header (naming `id`)
@@ -51,13 +51,27 @@ pub(crate) struct Prepared {
     pub file: Arc<dyn File>,
 }
 
+impl State {
+    /// The oldest sealed file whose section is queued or being written.
+    fn oldest_sealing(&self) -> Option<u64> {
+        let queued = self.seal.first().map(|f| f.id.seq);
+        match (self.sealing, queued) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// The file to prepare next; `None` once it is ready.
     want: Option<FileId>,
     ready: Option<Prepared>,
-    /// A sealed file whose index section awaits its sync.
-    seal: Option<Arc<dyn File>>,
+    /// Sealed files whose index sections are to be written and synced, in
+    /// rotation order.
+    seal: Vec<ActiveFile>,
+    /// The oldest sealed file whose section is still being written.
+    sealing: Option<u64>,
     /// Ranges of the active file whose writeback to start (unsynced appends).
     writeback: Vec<(Arc<dyn File>, u64, u64)>,
     stop: bool,
@@ -72,6 +86,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     state: Mutex<State>,
     wake: Condvar,
+    /// Notified when the sections being written are done.
+    sealed: Condvar,
 }
 
 /// The preparing thread and what it shares with the leader. Dropping it
@@ -103,6 +119,7 @@ impl Preparer {
                 ..State::default()
             }),
             wake: Condvar::new(),
+            sealed: Condvar::new(),
         });
         let thread = {
             let shared = shared.clone();
@@ -134,9 +151,30 @@ impl Preparer {
         self.shared.wake.notify_one();
     }
 
-    /// After a rotation to `active`: prepare the file after it, and sync
-    /// `sealed` first if given.
-    pub fn rotated(&self, active: FileId, sealed: Option<Arc<dyn File>>) {
+    /// Waits until the index section of every sealed append file up to
+    /// `seq` is written, for at most `timeout`; returns whether they are. A
+    /// file whose section is still to be written must not be kept for reuse:
+    /// its new life would take the section's bytes.
+    pub fn wait_sealed(&self, seq: u64, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.shared.state.lock();
+        while state.oldest_sealing().is_some_and(|s| s <= seq) {
+            if self
+                .shared
+                .sealed
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
+                return state.oldest_sealing().is_none_or(|s| s > seq);
+            }
+        }
+        true
+    }
+
+    /// After a rotation to `active`: prepare the file after it, and first
+    /// write and sync the index section of `sealed`, the file it replaced
+    /// (whose data is durable already).
+    pub fn rotated(&self, active: FileId, sealed: ActiveFile) {
         let mut state = self.shared.state.lock();
         if let Some(stale) = state.ready.take() {
             // Prepared for another id (the leader made its file itself):
@@ -147,9 +185,7 @@ impl Preparer {
             queue: active.queue,
             seq: active.seq + 1,
         });
-        if sealed.is_some() {
-            state.seal = sealed;
-        }
+        state.seal.push(sealed);
         self.shared.wake.notify_one();
     }
 }
@@ -170,29 +206,39 @@ impl Shared {
             let (want, seal, writeback) = {
                 let mut state = self.state.lock();
                 loop {
-                    if state.stop {
+                    if state.stop && state.seal.is_empty() {
                         return;
                     }
-                    if state.seal.is_some() || state.want.is_some() || !state.writeback.is_empty() {
+                    if !state.seal.is_empty() || state.want.is_some() || !state.writeback.is_empty()
+                    {
                         break;
                     }
                     self.wake.wait(&mut state);
                 }
-                (
-                    state.want.take(),
-                    state.seal.take(),
-                    std::mem::take(&mut state.writeback),
-                )
+                let seal = std::mem::take(&mut state.seal);
+                state.sealing = seal.first().map(|f| f.id.seq);
+                let want = if state.stop { None } else { state.want.take() };
+                (want, seal, std::mem::take(&mut state.writeback))
             };
             for (file, offset, len) in writeback {
                 // A hint: an error stays with the file, and its sync reports it.
                 let _ = file.start_writeback(offset, len);
             }
-            if let Some(sealed) = seal {
-                // Best effort: see the module doc, step 1.
-                if sealed.sync_data().is_ok() {
+            let sealed_any = !seal.is_empty();
+            for sealed in seal {
+                fail::fail_point!("raftlog::prepare::section");
+                // Best effort: see the module doc, step 1. The builder is
+                // freed here too, off the leader's path.
+                if sealed.write_index_section().is_ok() {
+                    Metrics::add(&self.metrics.index_sections_written, 1);
+                }
+                if sealed.file.sync_data().is_ok() {
                     Metrics::add(&self.metrics.fsyncs, 1);
                 }
+            }
+            if sealed_any {
+                self.state.lock().sealing = None;
+                self.sealed.notify_all();
             }
             let Some(id) = want else { continue };
             let prepared = self.prepare(id);

@@ -479,7 +479,9 @@ fn concurrent_writers_crashed_mid_flight() {
             })
             .collect();
         std::thread::sleep(Duration::from_micros(200 + mix(seed) % 3000));
-        fs.crash(CrashMode::KeepRandomPrefix {
+        // The process dies with the power: the engine's threads must not
+        // go on renaming files after it (`MemFs::halt`).
+        fs.halt(CrashMode::KeepRandomPrefix {
             seed: mix(seed + 1),
         });
         stop.store(true, Ordering::SeqCst);
@@ -487,6 +489,7 @@ fn concurrent_writers_crashed_mid_flight() {
             t.join().expect("writer panicked");
         }
         drop(engine);
+        fs.restart();
         let engine = open(&fs, small_config()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let recovered = read_state(&engine);
         // Per writer: the prefix its group shows.

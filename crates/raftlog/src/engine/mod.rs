@@ -67,7 +67,7 @@ pub struct Engine {
     pub(crate) metrics: Arc<Metrics>,
     /// Makes the append queue's next file ahead of the rotation (`prepare.rs`);
     /// `None` when `Config::prepare_next_file` is off.
-    preparer: Option<Preparer>,
+    pub(crate) preparer: Option<Preparer>,
     queue: WriteQueue<WriteRequest, Result<()>>,
     poisoned: AtomicBool,
     poison_reason: Mutex<String>,

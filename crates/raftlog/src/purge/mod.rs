@@ -53,6 +53,11 @@ pub struct PurgeOutcome {
     pub groups_to_compact: Vec<u64>,
 }
 
+/// How long a purge waits for the preparer to write the index section of a
+/// file it frees (100,000 groups take about 100 ms) before it removes the
+/// file rather than keep it for reuse.
+const SEAL_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Engine {
     /// Frees the oldest files; see the module docs of `purge/mod.rs`.
     ///
@@ -197,7 +202,7 @@ impl Engine {
         // file may hold the tombstone that hides a copy in the old generation.
         for id in &old_rewrite {
             fail::fail_point!("raftlog::purge::remove_rewrite");
-            if let Err(e) = self.pipe.retire(*id).and_then(|()| self.sync_dir()) {
+            if let Err(e) = self.pipe.retire(*id, true).and_then(|()| self.sync_dir()) {
                 // The old generation's dead copies stay on disk: keep every
                 // append file that hides them until a later purge retries.
                 self.min_dirty.store(0, Ordering::SeqCst);
@@ -214,9 +219,17 @@ impl Engine {
         // kept for reuse has its new name made durable before its new
         // header is written (`Pipe::new_file`, `prepare.rs`), so it never
         // comes back under its old name with another file's header.
+        // A file whose index section the preparer has yet to write must not
+        // be kept for reuse (its new life would take the section's bytes):
+        // wait for the section, briefly, else remove the file. Later
+        // rotations seal only newer files.
+        let reusable = match (&self.preparer, purgeable.last()) {
+            (Some(p), Some(last)) => p.wait_sealed(last.seq, SEAL_WAIT_MAX),
+            _ => true,
+        };
         for id in &purgeable {
             fail::fail_point!("raftlog::purge::remove_append");
-            self.pipe.retire(*id)?;
+            self.pipe.retire(*id, reusable)?;
             self.append_sizes.lock().remove(&id.seq);
             out.files_purged += 1;
         }
