@@ -13,6 +13,9 @@
 //!    (`strata_raftlog::inspect`), and every entry it holds is read back from
 //!    its file and decoded.
 //!
+//! A file made ahead whose rename into place a crash lost is checked, and
+//! replayed, as the append file recovery adopts it as.
+//!
 //! A torn tail (damage at the end of a queue's last file) counts as damage: the
 //! engine opens it by default, but bytes were lost. A file left unfinished by a
 //! crash while creating it is only noted, since it never held a record.
@@ -62,12 +65,19 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, out: &mut impl Write) -> Result<Verd
         dir.display(),
         listing.files.len()
     )?;
+    if let Some((name, id)) = &listing.adopted {
+        writeln!(
+            out,
+            "{id}: found as {name} (a rotation's rename that a crash lost): recovery renames \
+             it into place"
+        )?;
+    }
     let mut damage = Vec::new();
     let mut replay = IndexReplay::new();
     let mut records = 0u64;
     for &id in &listing.files {
         let file = LogFile::load(fs, &listing, id)?;
-        let path = listing.path(&id.file_name());
+        let path = listing.log_path(id);
         // Checked like any file, but not replayed: as in recovery.
         let replayed = listing.replayed.contains(&id);
         if !replayed {
@@ -207,7 +217,7 @@ fn verify_entries(
     // Runs come by file: each file is loaded once.
     for runs in index.live_runs().chunk_by(|a, b| a.file == b.file) {
         let id = runs[0].file;
-        let path = listing.path(&id.file_name());
+        let path = listing.log_path(id);
         let file = LogFile::load(fs, listing, id)?;
         let Content::Scanned(scan) = file.content else {
             damage.push(changed_under_us(&path, id, None));

@@ -11,7 +11,9 @@ use strata_raftlog::format::{
     FileId, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN, LOCK_FILE_NAME, RECORD_HEADER_LEN,
     RECYCLE_PREFIX,
 };
-use strata_raftlog::inspect::{set_aside_below_hole, sort_in_log_order, PurgeHole};
+use strata_raftlog::inspect::{
+    prepared_to_adopt, set_aside_below_hole, sort_in_log_order, PurgeHole,
+};
 use strata_raftlog::reader::{
     judge_sealed_end, scan_file, sealed_data_end, FileScan, ScanEnd, ScannedRecord,
 };
@@ -37,6 +39,10 @@ pub struct Listing {
     pub replayed: Vec<FileId>,
     /// That hole, if there is one.
     pub hole: Option<PurgeHole>,
+    /// A recycled file that recovery adopts as the append file after the
+    /// last (a rotation's rename a crash lost), by name, and the id it takes:
+    /// listed among `files` under that id.
+    pub adopted: Option<(String, FileId)>,
 }
 
 impl Listing {
@@ -51,6 +57,7 @@ impl Listing {
             other: Vec::new(),
             replayed: Vec::new(),
             hole: None,
+            adopted: None,
         };
         for name in names {
             if let Some(id) = FileId::parse_file_name(&name) {
@@ -62,6 +69,11 @@ impl Listing {
             }
         }
         sort_in_log_order(&mut listing.files);
+        if let Some((i, id)) = prepared_to_adopt(fs, dir, &listing.files, &listing.recycled) {
+            let name = listing.recycled.remove(i);
+            listing.files.push(id);
+            listing.adopted = Some((name, id));
+        }
         let mut replayed = listing.files.clone();
         // A hole in the rewrite queue is lost data whatever replay finds
         // (`lost`); every file is then replayed, to show what survives.
@@ -87,6 +99,15 @@ impl Listing {
     /// Returns the path of a file of the directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// Returns the path of log file `id`: its own name, or the recycled name
+    /// of the file recovery adopts as `id`.
+    pub fn log_path(&self, id: FileId) -> PathBuf {
+        match &self.adopted {
+            Some((name, adopted)) if *adopted == id => self.dir.join(name),
+            _ => self.dir.join(id.file_name()),
+        }
     }
 
     /// True when `id` is the highest-numbered file of its queue.
@@ -163,7 +184,7 @@ impl LogFile {
     /// Reads and scans the log file `id` of `listing`, classifying its header as
     /// recovery does (`recovery.rs`).
     pub fn load(fs: &dyn FileSystem, listing: &Listing, id: FileId) -> Result<LogFile, CtlError> {
-        let path = listing.path(&id.file_name());
+        let path = listing.log_path(id);
         let bytes = read_file(fs, &path)?;
         let head = &bytes[..bytes.len().min(FILE_HEADER_LEN)];
         let blank = head.len() < FILE_HEADER_LEN || head.iter().all(|b| *b == 0);

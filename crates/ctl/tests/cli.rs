@@ -559,3 +559,57 @@ fn check_and_stats_accept_a_hole_a_logged_purge_covers() {
     );
     assert!(stats.contains("damage: 0"), "{stats}");
 }
+
+/// A rotation renames a file made ahead into place without a directory sync;
+/// a crash can lose the rename, and recovery adopts the file by its header.
+/// `check` and `stats` used to skip it as a recycled file: they must read it
+/// as the append file it is, as recovery does.
+#[test]
+fn check_and_stats_read_a_file_made_ahead_whose_rename_was_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config {
+        compression_threshold_bytes: 0,
+        ..config(false)
+    };
+    let engine = open(tmp.path(), config.clone()).unwrap();
+    let mut b = LogBatch::new();
+    let mut i = 0;
+    while engine.file_stats().active_append_seq < 2 || i < 20 {
+        i += 1;
+        b.add_entries(1, i, &[vec![i as u8; 3000]]);
+        b.put(1, b"last", &i.to_le_bytes());
+        engine.write(&mut b, true).unwrap();
+    }
+    engine.close().unwrap();
+    let active = tmp.path().join(FILE_2);
+    assert!(active.exists());
+    std::fs::rename(
+        &active,
+        tmp.path().join("recycle-prepared-0000000000000002"),
+    )
+    .unwrap();
+
+    let (code, check) = raftlog("check", tmp.path(), &[]);
+    assert_eq!(code, 0, "{check}");
+    assert!(
+        check.contains("a rotation's rename that a crash lost"),
+        "{check}"
+    );
+    let (code, stats) = raftlog("stats", tmp.path(), &[]);
+    assert_eq!(code, 0, "{stats}");
+    let engine = open(tmp.path(), config).unwrap();
+    assert_eq!(engine.recovery_report().adopted_file, Some(active));
+    assert_eq!(engine.last_index(1), Some(i));
+    let index = engine.index_stats();
+    assert!(
+        stats.contains(&format!(
+            "index: groups={} live_entries={} keys={}",
+            index.groups, index.entries, index.keys
+        )),
+        "{stats}"
+    );
+    assert!(
+        check.contains(&format!(" entries={} damage=0", index.entries)),
+        "{check}"
+    );
+}

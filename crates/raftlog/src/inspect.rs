@@ -99,6 +99,19 @@ pub fn set_aside_below_hole(ids: &mut Vec<FileId>) -> Result<Option<PurgeHole>, 
     }))
 }
 
+/// The recycled file that recovery would adopt as the append file after the
+/// last: a file made ahead and renamed into place by a rotation whose rename
+/// a crash lost (`docs/raftlog.md`, "Rotation off the leader's path"). Its
+/// position in `recycled` and the id it takes. Reads, never writes.
+pub fn prepared_to_adopt(
+    fs: &dyn strata_fs::FileSystem,
+    dir: &std::path::Path,
+    ids: &[FileId],
+    recycled: &[String],
+) -> Option<(usize, FileId)> {
+    crate::prepare::prepared_to_adopt(fs, dir, ids, recycled)
+}
+
 /// Why a record cannot be replayed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {

@@ -322,6 +322,28 @@ pub(crate) fn adopt_prepared(
     ids: &mut Vec<FileId>,
     recycled: &mut Vec<String>,
 ) -> crate::Result<Option<PathBuf>> {
+    let Some((i, want)) = prepared_to_adopt(fs, dir, ids, recycled) else {
+        return Ok(None);
+    };
+    let path = dir.join(&recycled[i]);
+    let to = dir.join(want.file_name());
+    fs.rename(&path, &to)
+        .map_err(crate::Error::io("rename", &path))?;
+    fs.sync_dir(dir)
+        .map_err(crate::Error::io("sync dir", dir))?;
+    recycled.swap_remove(i);
+    ids.push(want);
+    Ok(Some(to))
+}
+
+/// The recycled file [`adopt_prepared`] would adopt, if any: its position in
+/// `recycled` and the append file it is. Reads, never writes.
+pub fn prepared_to_adopt(
+    fs: &dyn FileSystem,
+    dir: &std::path::Path,
+    ids: &[FileId],
+    recycled: &[String],
+) -> Option<(usize, FileId)> {
     use crate::format::RECORD_HEADER_LEN;
     use crate::format::{decode_file_header, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN};
     let last = ids
@@ -334,35 +356,26 @@ pub(crate) fn adopt_prepared(
         queue: Queue::Append,
         seq: last + 1,
     };
-    for (i, name) in recycled.iter().enumerate() {
-        let path = dir.join(name);
-        let Ok(file) = fs.open(&path, false) else {
-            continue;
-        };
-        let mut head = [0u8; FILE_HEADER_LEN + RECORD_HEADER_LEN];
-        if file.read_exact_at(0, &mut head).is_err() {
-            continue;
-        }
-        if !decode_file_header(&head[..FILE_HEADER_LEN]).is_ok_and(|(id, _)| id == want) {
-            continue;
-        }
-        let record: &[u8; RECORD_HEADER_LEN] = head[FILE_HEADER_LEN..]
-            .try_into()
-            .expect("slice of the record header's length");
-        if !matches!(
-            RecordHeader::check(record, want.to_u64()),
-            HeaderCheck::Valid(_)
-        ) {
-            continue;
-        }
-        let to = dir.join(want.file_name());
-        fs.rename(&path, &to)
-            .map_err(crate::Error::io("rename", &path))?;
-        fs.sync_dir(dir)
-            .map_err(crate::Error::io("sync dir", dir))?;
-        recycled.swap_remove(i);
-        ids.push(want);
-        return Ok(Some(to));
-    }
-    Ok(None)
+    recycled
+        .iter()
+        .position(|name| {
+            let Ok(file) = fs.open(&dir.join(name), false) else {
+                return false;
+            };
+            let mut head = [0u8; FILE_HEADER_LEN + RECORD_HEADER_LEN];
+            if file.read_exact_at(0, &mut head).is_err() {
+                return false;
+            }
+            if !decode_file_header(&head[..FILE_HEADER_LEN]).is_ok_and(|(id, _)| id == want) {
+                return false;
+            }
+            let record: &[u8; RECORD_HEADER_LEN] = head[FILE_HEADER_LEN..]
+                .try_into()
+                .expect("slice of the record header's length");
+            matches!(
+                RecordHeader::check(record, want.to_u64()),
+                HeaderCheck::Valid(_)
+            )
+        })
+        .map(|i| (i, want))
 }
