@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use strata_fs::{FileSystem, MemFs};
 use strata_raftlog::format::{
-    encode_file_header, FileId, Queue, FILE_HEADER_LEN, RECORD_HEADER_LEN,
+    encode_file_header, FileId, Queue, FILE_HEADER_LEN, RECORD_HEADER_LEN, TAG_PURGED_BELOW,
 };
 use strata_raftlog::reader::scan_file;
 use strata_raftlog::section::{Trailer, TRAILER_LEN};
@@ -104,6 +104,23 @@ fn main() {
     seeds.put(
         "index_section",
         "section-of-rotated-file",
+        section,
+        decoders::index_section,
+    );
+
+    // A purge logs the first file it keeps: a record and a section with it.
+    let (payload, sealed) = purged_files();
+    seeds.put(
+        "batch_payload",
+        "purged-below",
+        &payload,
+        decoders::batch_payload,
+    );
+    seeds.put("scan_file", "purged-below", &sealed.1, decoders::scan_file);
+    let (_, section) = index_section(&sealed);
+    seeds.put(
+        "index_section",
+        "section-with-purge-floor",
         section,
         decoders::index_section,
     );
@@ -196,6 +213,41 @@ fn rotated_files() -> Vec<(FileId, Vec<u8>)> {
     }
     engine.close().expect("close");
     files(&fs)
+}
+
+/// The payload of the record a purge logs before it removes files
+/// (`PURGED_BELOW`), and the file holding it, sealed by a later rotation.
+fn purged_files() -> (Vec<u8>, (FileId, Vec<u8>)) {
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut index = 1u64;
+    let mut write_until = |engine: &Engine, files: u64| {
+        while engine.file_stats().active_append_seq < files {
+            let mut batch = LogBatch::new();
+            batch.add_entries(1, index, &[vec![b'p'; 900]]);
+            engine.write(&mut batch, false).expect("write");
+            index += 1;
+        }
+        engine.compact_to(1, index - 1).expect("compact");
+    };
+    write_until(&engine, 3);
+    let out = engine.purge().expect("purge");
+    assert!(out.files_purged > 0, "{out:?}");
+    let holder = engine.file_stats().active_append_seq;
+    write_until(&engine, holder + 1);
+    engine.close().expect("close");
+    let sealed = files(&fs)
+        .into_iter()
+        .find(|(id, _)| id.seq == holder)
+        .expect("the file holding the floor");
+    let scan = scan_file(&sealed.1).expect("the engine's own file scans");
+    let payload = scan
+        .records
+        .iter()
+        .map(|r| r.payload.clone())
+        .find(|p| p.first() == Some(&TAG_PURGED_BELOW))
+        .expect("a PURGED_BELOW record");
+    (payload, sealed)
 }
 
 fn open(fs: &MemFs) -> Engine {
