@@ -14,6 +14,10 @@
 //!   of its unsynced 4 KiB pages and any length it had since its last sync
 //!   (`KeepRandomPages`), as a disk that writes pages back in any order would.
 //!
+//! [`MemFs::halt`] crashes and then refuses every operation until
+//! [`MemFs::restart`]: the power cut a running process does not outlive (after
+//! a plain `crash`, only handles opened before it fail).
+//!
 //! [`MemFs::crash_keeping`] makes the same kind of crash as `KeepRandomPages`
 //! with every choice made by the caller, so a test can build one exact crash;
 //! [`MemFs::unsynced_pages`] lists the pages at stake.

@@ -387,3 +387,31 @@ proptest! {
         prop_assert!(allowed_images(&synced, &pending).contains(&image));
     }
 }
+
+/// After `halt` nothing works, the file system's own operations included, so
+/// that an engine still running after the simulated power cut cannot rename or
+/// create files as no real process could; `restart` lets the next one in, on
+/// the state the crash left.
+#[test]
+fn a_halted_file_system_refuses_everything_until_restart() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let file = durable_file(&fs, dir, "kept");
+    file.write_at(0, b"x").unwrap();
+    fs.create(&dir.join("unsynced")).unwrap();
+    fs.halt(CrashMode::DropUnsynced);
+    assert!(file.write_at(0, b"y").is_err(), "an old handle");
+    assert!(fs.create(&dir.join("new")).is_err());
+    assert!(fs.open(&dir.join("kept"), false).is_err());
+    assert!(fs.rename(&dir.join("kept"), &dir.join("moved")).is_err());
+    assert!(fs.remove(&dir.join("kept")).is_err());
+    assert!(fs.list(dir).is_err());
+    assert!(fs.sync_dir(dir).is_err());
+    assert!(fs.lock(&dir.join("LOCK")).is_err());
+    assert!(!fs.exists(&dir.join("kept")));
+    fs.restart();
+    assert_eq!(fs.list(dir).unwrap(), vec!["kept".to_string()]);
+    assert_eq!(read_all(&fs, &dir.join("kept")), b"");
+    fs.rename(&dir.join("kept"), &dir.join("moved")).unwrap();
+    assert!(fs.exists(&dir.join("moved")));
+}
