@@ -85,6 +85,9 @@ impl ActiveFile {
     /// effort: a file without them is scanned by recovery, so a failure here
     /// (ENOSPC, say) must not stop the rotation.
     pub fn write_index_section(&self) -> std::io::Result<()> {
+        // Here, where every section is written, so that a test pausing it
+        // catches whichever thread writes one.
+        fail::fail_point!("raftlog::write_index_section");
         let mut bytes = self.section.encode(self.offset);
         let section_len = u32::try_from(bytes.len())
             .map_err(|_| std::io::Error::other("index section over 4 GiB"))?;

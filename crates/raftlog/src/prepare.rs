@@ -226,7 +226,6 @@ impl Shared {
             }
             let sealed_any = !seal.is_empty();
             for sealed in seal {
-                fail::fail_point!("raftlog::prepare::section");
                 // Best effort: see the module doc, step 1. The builder is
                 // freed here too, off the leader's path.
                 if sealed.write_index_section().is_ok() {

@@ -847,7 +847,7 @@ fn rotations_do_not_wait_for_the_sealed_files_index_section() {
     let fs = MemFs::new();
     let engine = open(&fs);
     let mut model = Model::default();
-    fail::cfg("raftlog::prepare::section", "pause").unwrap();
+    fail::cfg("raftlog::write_index_section", "pause").unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for _ in 0..300 {
@@ -856,7 +856,7 @@ fn rotations_do_not_wait_for_the_sealed_files_index_section() {
         let _ = tx.send((engine, model));
     });
     let received = rx.recv_timeout(std::time::Duration::from_secs(30));
-    fail::remove("raftlog::prepare::section");
+    fail::remove("raftlog::write_index_section");
     let (engine, model) = received.expect("the writes waited for an index section");
     let metrics = engine.metrics();
     assert!(metrics.files_rotated >= 3, "{metrics:?}");

@@ -98,7 +98,8 @@ impl Engine {
         // lock, so every batch in a file older than this one is indexed.
         let active_seq = self.pipe.append.lock().id.seq;
         // 1. Choose the files to free by rewriting.
-        let cutoff = self.rewrite_cutoff(active_seq, self.first_needed_append_file(active_seq));
+        let needed = self.first_needed_append_file(active_seq);
+        let cutoff = self.rewrite_cutoff(active_seq, needed);
         let compact_rewrite_queue = self.min_dirty.load(Ordering::SeqCst) != u64::MAX;
         if compact_rewrite_queue {
             // Tombstones seen from now on are measured against the new generation.
@@ -121,7 +122,12 @@ impl Engine {
             self.min_dirty.store(0, Ordering::SeqCst);
             return Err(e);
         }
-        self.finish_purge(active_seq, old_rewrite, compact_rewrite_queue, out)
+        // Without copies (and with `min_dirty` as it was), the files no group
+        // needs are still those: concurrent writes go to the active file or a
+        // later one, and concurrent compactions only free more. Else the
+        // copies moved groups' oldest data, and the search runs again.
+        let needed = (cutoff.is_none() && !compact_rewrite_queue).then_some(needed);
+        self.finish_purge(active_seq, needed, old_rewrite, compact_rewrite_queue, out)
     }
 
     fn copy_out(
@@ -161,6 +167,7 @@ impl Engine {
     fn finish_purge(
         &self,
         active_seq: u64,
+        needed: Option<u64>,
         old_rewrite: Vec<FileId>,
         compact_rewrite_queue: bool,
         mut out: PurgeOutcome,
@@ -170,7 +177,7 @@ impl Engine {
         // `min_dirty`. When no append file is below the other two bounds, no
         // group needs asking. (Writers lower `min_dirty` concurrently, but
         // only to the active file or a later one: never below `active_seq`.)
-        let needed = self.first_needed_append_file(active_seq);
+        let needed = needed.unwrap_or_else(|| self.first_needed_append_file(active_seq));
         let purgeable: Vec<FileId> = self
             .pipe
             .files
