@@ -182,7 +182,7 @@ pub struct Beyond {
 
 impl LogFile {
     /// Reads and scans the log file `id` of `listing`, classifying its header as
-    /// recovery does (`recovery.rs`).
+    /// recovery does (`recovery/scan.rs`).
     pub fn load(fs: &dyn FileSystem, listing: &Listing, id: FileId) -> Result<LogFile, CtlError> {
         let path = listing.log_path(id);
         let bytes = read_file(fs, &path)?;

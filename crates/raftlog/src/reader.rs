@@ -77,7 +77,7 @@ pub(crate) fn decode_header_of(bytes: &[u8]) -> Result<(FileId, u16), DecodeErro
 /// end of the data; returns where the valid records end and why the scan
 /// stopped. A record whose items do not decode is damage. When `bytes` is
 /// only a prefix of the file, an end at or near the end of `bytes` may just
-/// mean more bytes are needed (see `recovery.rs`).
+/// mean more bytes are needed (see `recovery/scan.rs`).
 pub(crate) fn scan_from(
     bytes: &[u8],
     raw_id: u64,
