@@ -57,6 +57,16 @@ fn open(dir: &Path, config: Config) -> strata_raftlog::Result<Engine> {
     Engine::open(dir, config)
 }
 
+/// Asserts that `stats` printed the index counts the engine itself gives.
+fn assert_index_line(stats: &str, engine: &Engine) {
+    let index = engine.index_stats();
+    let line = format!(
+        "index: groups={} live_entries={} keys={}",
+        index.groups, index.entries, index.keys
+    );
+    assert!(stats.contains(&line), "missing {line:?} in:\n{stats}");
+}
+
 /// Recovery scanning every record, as `check` does, even of sealed files.
 fn scanning() -> Config {
     Config {
@@ -400,13 +410,7 @@ fn stats_and_check_agree_with_the_engine_after_a_purge() {
     assert_eq!((index.groups, index.entries, index.keys), (2, 3, 2));
     assert!(stats.contains("queue rewrite: files=1 "), "{stats}");
     assert!(!stats.contains("recycled_files=0 "), "{stats}");
-    assert!(
-        stats.contains(&format!(
-            "index: groups={} live_entries={} keys={}",
-            index.groups, index.entries, index.keys
-        )),
-        "{stats}"
-    );
+    assert_index_line(&stats, &engine);
     assert!(check.contains(" entries=3 damage=0"), "{check}");
 }
 
@@ -489,13 +493,7 @@ fn check_and_stats_agree_with_engine_after_purge_left_a_hole() {
     );
     let index = engine.index_stats();
     assert_eq!((index.groups, index.entries, index.keys), (2, 11, 2));
-    assert!(
-        stats.contains(&format!(
-            "index: groups={} live_entries={} keys={}",
-            index.groups, index.entries, index.keys
-        )),
-        "{stats}"
-    );
+    assert_index_line(&stats, &engine);
     assert!(
         check.contains(&format!(" entries={} damage=0", index.entries)),
         "{check}"
@@ -549,14 +547,7 @@ fn check_and_stats_accept_a_hole_a_logged_purge_covers() {
         engine.recovery_report().purged_files_removed,
         vec![tmp.path().join(FILE_1)]
     );
-    let index = engine.index_stats();
-    assert!(
-        stats.contains(&format!(
-            "index: groups={} live_entries={} keys={}",
-            index.groups, index.entries, index.keys
-        )),
-        "{stats}"
-    );
+    assert_index_line(&stats, &engine);
     assert!(stats.contains("damage: 0"), "{stats}");
 }
 
@@ -601,13 +592,7 @@ fn check_and_stats_read_a_file_made_ahead_whose_rename_was_lost() {
     assert_eq!(engine.recovery_report().adopted_file, Some(active));
     assert_eq!(engine.last_index(1), Some(i));
     let index = engine.index_stats();
-    assert!(
-        stats.contains(&format!(
-            "index: groups={} live_entries={} keys={}",
-            index.groups, index.entries, index.keys
-        )),
-        "{stats}"
-    );
+    assert_index_line(&stats, &engine);
     assert!(
         check.contains(&format!(" entries={} damage=0", index.entries)),
         "{check}"

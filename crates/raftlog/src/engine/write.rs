@@ -539,9 +539,9 @@ impl Engine {
     /// Seals the active append file and makes the next one active: the
     /// file the preparer made ahead if it is ready (`prepare.rs`), else one
     /// made here. The leader syncs the sealed file's data if it was not
-    /// synced; the file's index section (its encoding, its write, its sync,
-    /// and freeing the builder: 70-100 ms for 100,000 groups) is left to the
-    /// preparer when there is one. A file whose section never became durable
+    /// synced; the file's index section (its encoding and write, 70-100 ms
+    /// at 100,000 groups, then its sync and freeing the builder) is left to
+    /// the preparer when there is one. A file whose section never became durable
     /// is scanned by recovery instead.
     fn rotate_to_next(&self, active: &mut ActiveFile) -> Result<()> {
         let next = active.id.next();
