@@ -120,8 +120,8 @@ impl File for DiskFile {
     }
 
     #[cfg(target_os = "linux")]
-    fn drop_cache(&self) -> io::Result<()> {
-        fadvise(&self.file, 0, 0, libc::POSIX_FADV_DONTNEED)
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        fadvise(&self.file, offset, len, libc::POSIX_FADV_DONTNEED)
     }
 }
 

@@ -23,6 +23,7 @@
 mod disk;
 mod fault;
 mod mem;
+mod priority;
 mod writeback;
 
 use std::fmt;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 pub use disk::DiskFs;
 pub use fault::{FaultFs, Hold, Op};
 pub use mem::{CrashMode, MemFs, Unsynced};
+pub use priority::{lower_thread_priority, BACKGROUND_NICE};
 pub use writeback::WritebackPacer;
 
 /// An open file. Handles are shared between threads; all methods take `&self`
@@ -73,14 +75,16 @@ pub trait File: Send + Sync + fmt::Debug {
     /// Sets the file's length to `len`, dropping or zero-extending its tail.
     fn truncate(&self, len: u64) -> io::Result<()>;
 
-    /// Asks the OS to drop the file's clean cached pages. A hint: contents and
-    /// durability are unchanged, and a file system without a cache ignores it.
+    /// Asks the OS to drop the clean cached pages of `len` bytes at
+    /// `offset` (`len` 0: to the end of the file). A hint: contents and
+    /// durability are unchanged, and a file system without a cache ignores
+    /// it.
     ///
     /// Log engines call it before overwriting a recycled file: the page cache
     /// keeps the file's pages in folios as large as the writes of its previous
     /// life, and a small append into a large cached folio dirties, and writes
     /// back, the whole folio.
-    fn drop_cache(&self) -> io::Result<()> {
+    fn drop_cache(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
 

@@ -44,6 +44,25 @@ use crate::{Config, Error, Result};
 /// it already cost write amp 0.61 to 0.73.
 pub(crate) const SMALL_APPEND_BYTES: u64 = 16 << 10;
 
+/// The page size the page cache works in.
+pub(crate) const PAGE_BYTES: u64 = 4096;
+
+/// Zeros to fill a page with.
+pub(crate) static ZEROS: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
+
+/// What a new file starts with: its header, an end marker and, in a
+/// preallocated file, zeros to the end of the first page. Written whole, the
+/// page needs no read from the disk (a recycled file's cache was dropped),
+/// and stays cached for the first append, which writes the rest of it.
+pub(crate) fn file_head(id: FileId, config: &Config) -> Vec<u8> {
+    let mut head = encode_file_header(id).to_vec();
+    head.extend_from_slice(&crate::format::END_MARKER);
+    if config.preallocate && config.target_file_size_bytes >= PAGE_BYTES {
+        head.resize(PAGE_BYTES as usize, 0);
+    }
+    head
+}
+
 /// The file a queue is writing.
 #[derive(Debug)]
 pub(crate) struct ActiveFile {
@@ -170,7 +189,7 @@ impl Pipe {
                                 if metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
                                     // Best effort: a cache left in place only
                                     // costs write amplification.
-                                    let _ = f.drop_cache();
+                                    let _ = f.drop_cache(0, 0);
                                 }
                                 f
                             }
@@ -199,8 +218,7 @@ impl Pipe {
                 file
             }
         };
-        let mut head = encode_file_header(id).to_vec();
-        head.extend_from_slice(&crate::format::END_MARKER);
+        let head = file_head(id, config);
         let finish = || -> Result<()> {
             file.write_at(0, &head)
                 .map_err(Error::io("write header", &path))?;

@@ -393,8 +393,8 @@ impl File for FaultFile {
         self.resize_within_budget(&mut state, len, |f| f.truncate(len))
     }
 
-    fn drop_cache(&self) -> io::Result<()> {
-        self.inner.drop_cache()
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.drop_cache(offset, len)
     }
 
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {

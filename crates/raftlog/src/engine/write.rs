@@ -15,7 +15,7 @@ use crate::format::{
 use crate::index::{FileRef, RecordLoc};
 use crate::log_batch::{decode_items_with_capacity, spare, LogBatch};
 use crate::metrics::Metrics;
-use crate::pipe::{ActiveFile, Pipe};
+use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, ZEROS};
 use crate::{Engine, Error, Result};
 use strata_log::group_commit::Writer;
 
@@ -564,39 +564,30 @@ impl Engine {
             Metrics::add(&self.metrics.fsyncs, 1);
             active.synced_end = active.offset;
         }
-        let new = match preparer.take(next) {
+        // A rename the preparer could not do must be done before a later
+        // file takes the active one's place (normally long done: no call).
+        preparer.finish_rename()?;
+        let (new, name) = match preparer.take(next) {
             Some(prepared) => {
-                let give_back = |name: String| self.pipe.recycled.lock().push(name);
-                let from = self.pipe.dir.join(&prepared.name);
-                fail::fail_point!("raftlog::rotate::rename", |_| {
-                    give_back(prepared.name.clone());
-                    Err(Error::Io {
-                        op: "rename",
-                        path: from.clone(),
-                        source: std::io::Error::other("fail point"),
-                    })
-                });
-                // Not followed by a directory sync: recovery finds the file by
-                // its header if the rename is lost (`recovery::adopt_prepared`).
-                if let Err(e) = self.pipe.fs.rename(&from, &self.pipe.path(next)) {
-                    give_back(prepared.name);
-                    return Err(Error::io("rename", &from)(e));
-                }
                 Metrics::add(&self.metrics.rotations_prepared, 1);
-                ActiveFile::empty(next, prepared.file)
+                // Still under its `recycle-` name: the preparer renames it.
+                (ActiveFile::empty(next, prepared.file), Some(prepared.name))
             }
-            None => self.make_next_file(next)?,
+            None => (self.make_next_file(next)?, None),
         };
         let sealed = self.pipe.install_next(active, new, &self.metrics);
-        preparer.rotated(next, sealed);
+        preparer.rotated(next, name, sealed);
         Ok(())
     }
 
     /// Makes the append queue's next file on the leader's path (no file was
     /// made ahead).
     fn make_next_file(&self, next: FileId) -> Result<ActiveFile> {
-        // The active file's own rename may not be durable yet: it must be
-        // before the next file's name can be (see `prepare.rs`).
+        // The active file's own rename may not be done, or not durable yet:
+        // it must be before the next file's name can be (see `prepare.rs`).
+        if let Some(preparer) = &self.preparer {
+            preparer.finish_rename()?;
+        }
         self.pipe
             .fs
             .sync_dir(&self.pipe.dir)
@@ -738,12 +729,6 @@ impl Drop for Encoding<'_> {
         }
     }
 }
-
-/// The page size the page cache works in.
-const PAGE_BYTES: u64 = 4096;
-
-/// What `page_padding` writes.
-static ZEROS: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
 
 /// The longest a leader waits for writers still compressing (see `gather`).
 const GATHER_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(2);
