@@ -29,6 +29,7 @@ fn desc(number: u64, k: u64) -> FileDesc {
         smallest_seqno: 1,
         largest_seqno: 2,
         blob_refs: Vec::new(),
+        range_tombstones: false,
     }
 }
 

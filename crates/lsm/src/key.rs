@@ -164,6 +164,12 @@ pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
         .then_with(|| a.len().cmp(&b.len()))
 }
 
+/// The user key of encoded internal key bytes, split as [`compare`] splits
+/// them (bytes too short for a trailer are a bare user key).
+pub(crate) fn user_key_of(encoded: &[u8]) -> &[u8] {
+    split(encoded).0
+}
+
 fn split(encoded: &[u8]) -> (&[u8], u64) {
     match encoded.len().checked_sub(TRAILER_LEN) {
         Some(at) => (

@@ -52,8 +52,8 @@ pub use cache::BlockCache;
 pub use error::{Error, Result};
 pub use install_timing::{InstallTimes, InstallTiming, TimeHistogram};
 pub use iter::{
-    InternalIterator, IterOptions, MergingIterator, RangeTombstone, RangeTombstoneSet,
-    SnapshotIterator,
+    FileOpener, InternalIterator, IterOptions, LevelIterator, MergingIterator, RangeTombstone,
+    RangeTombstoneSet, SnapshotIterator,
 };
 pub use key::{InternalKey, SeqNo, ValueKind, MAX_SEQNO};
 pub use memtable::{Memtable, MemtableId, MemtableIter, MemtableList};

@@ -31,6 +31,7 @@ fn sst(number: FileNumber, lo: &str, hi: &str, blob_refs: Vec<(FileNumber, u64)>
         smallest_seqno: 5,
         largest_seqno: 5,
         blob_refs,
+        range_tombstones: false,
     }
 }
 

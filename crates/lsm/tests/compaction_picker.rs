@@ -31,6 +31,7 @@ fn desc(number: FileNumber, lo: u32, hi: u32, seqno: SeqNo, size: u64) -> FileDe
         smallest_seqno: seqno,
         largest_seqno: seqno,
         blob_refs: Vec::new(),
+        range_tombstones: false,
     }
 }
 

@@ -66,8 +66,11 @@ pub fn dump(
                         f.number,
                         bytes(f.size),
                         f.smallest_seqno,
-                        f.largest_seqno
+                        f.largest_seqno,
                     )?;
+                    if f.range_tombstones {
+                        writeln!(out, "          may hold range tombstones")?;
+                    }
                     for (blob, n) in &f.blob_refs {
                         writeln!(out, "          references {blob:016x}.blob: {}", bytes(*n))?;
                     }

@@ -197,6 +197,7 @@ impl<'c, 'a> Outputs<'c, 'a> {
             smallest_seqno: info.properties.smallest_seqno,
             largest_seqno: info.properties.largest_seqno,
             blob_refs: info.properties.blob_refs.into_iter().collect(),
+            range_tombstones: info.properties.num_range_deletions > 0,
         });
         self.lower = hi;
         Ok(())

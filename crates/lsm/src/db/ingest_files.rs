@@ -185,6 +185,8 @@ pub(super) fn ingested_desc(
         smallest_seqno: seqno,
         largest_seqno: seqno,
         blob_refs: Vec::new(),
+        // `check_external` refuses files that hold any.
+        range_tombstones: false,
     }
 }
 
@@ -222,5 +224,6 @@ pub(super) fn range_delete_desc(
         smallest_seqno: seqno,
         largest_seqno: seqno,
         blob_refs: Vec::new(),
+        range_tombstones: true,
     }
 }

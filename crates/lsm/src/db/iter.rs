@@ -12,12 +12,13 @@ use super::options::ReadOptions;
 use super::Db;
 use crate::error::{Error, Result};
 use crate::iter::{
-    InternalIterator, IterOptions, MergingIterator, RangeTombstone, RangeTombstoneSet,
-    SnapshotIterator,
+    FileOpener, InternalIterator, IterOptions, LevelIterator, MergingIterator, RangeTombstone,
+    RangeTombstoneSet, SnapshotIterator,
 };
 use crate::key::{SeqNo, ValueKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::read_state::ReadState;
+use crate::version::FileMeta;
 
 type Source = Box<dyn InternalIterator + Send>;
 
@@ -223,22 +224,46 @@ impl Db {
         }
         // `files_in_range` takes an inclusive end; the exclusive upper bound
         // over-selects by at most the file starting at it, which is harmless.
-        for level in 0..rs.version.num_levels() {
-            for file in rs
-                .version
-                .files_in_range(level, lower.as_deref(), upper.as_deref())
-            {
-                let table = inner.open_table(file)?;
-                if let Some(prefix) = &options.prefix {
-                    if !table.may_contain_prefix(prefix) {
-                        // Its tombstones may still cover keys elsewhere.
-                        tombstones.extend(table.range_tombstones().iter().cloned());
-                        continue;
-                    }
-                }
-                tombstones.extend(table.range_tombstones().iter().cloned());
-                sources.push(Box::new(table.iter_bounded(lower.clone(), upper.clone())));
+        // L0's files overlap: one source each. Each sorted level is one
+        // source that opens its files as the cursor reaches them; only its
+        // files that may hold range tombstones are opened here, for those.
+        let opener = TableOpener {
+            fs: inner.fs.clone(),
+            dir: inner.dir.clone(),
+            cache: inner.cache.clone(),
+            lower: lower.clone(),
+            upper: upper.clone(),
+            prefix: options.prefix.clone(),
+        };
+        for file in rs
+            .version
+            .files_in_range(0, lower.as_deref(), upper.as_deref())
+        {
+            let table = inner.open_table(file)?;
+            tombstones.extend(table.range_tombstones().iter().cloned());
+            if let Some(iter) = opener.iter(&table) {
+                sources.push(Box::new(iter));
             }
+        }
+        let mut flagged = Vec::new();
+        for level in 1..rs.version.num_levels() {
+            let Some(files) = rs.version.level(level).filter(|l| !l.is_empty()) else {
+                continue;
+            };
+            flagged.clear();
+            files.files_with_range_tombstones(lower.as_deref(), upper.as_deref(), &mut flagged);
+            for file in &flagged {
+                // Its tombstones may cover keys of other sources even
+                // where its prefix filter rules its own keys out.
+                let table = inner.open_table(file)?;
+                tombstones.extend(table.range_tombstones().iter().cloned());
+            }
+            sources.push(Box::new(LevelIterator::new(
+                files.clone(),
+                lower.clone(),
+                upper.clone(),
+                opener.clone(),
+            )));
         }
         let set = RangeTombstoneSet::new(tombstones.iter(), seqno);
         let iter_options = IterOptions {
@@ -254,6 +279,39 @@ impl Db {
             state: rs,
             _snapshot: options.snapshot.clone(),
         })
+    }
+}
+
+/// Opens the SST files of an iterator, within its bounds and prefix.
+#[derive(Clone)]
+struct TableOpener {
+    fs: Arc<dyn strata_fs::FileSystem>,
+    dir: std::path::PathBuf,
+    cache: Option<Arc<crate::cache::BlockCache>>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+}
+
+impl TableOpener {
+    /// The table's iterator, or `None` when its prefix filter rules the
+    /// iterator's prefix out.
+    fn iter(&self, table: &crate::sst::SstReader) -> Option<crate::sst::SstIter> {
+        if let Some(prefix) = &self.prefix {
+            if !table.may_contain_prefix(prefix) {
+                return None;
+            }
+        }
+        Some(table.iter_bounded(self.lower.clone(), self.upper.clone()))
+    }
+}
+
+impl FileOpener for TableOpener {
+    type Iter = crate::sst::SstIter;
+
+    fn open(&self, file: &Arc<FileMeta>) -> Result<Option<crate::sst::SstIter>> {
+        let table = super::read::open_table(&*self.fs, &self.dir, self.cache.as_ref(), file)?;
+        Ok(self.iter(&table))
     }
 }
 

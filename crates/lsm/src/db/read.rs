@@ -91,21 +91,7 @@ impl DbInner {
     }
 
     pub(super) fn open_table(&self, file: &FileMeta) -> Result<crate::sst::SstReader> {
-        file.reader(|| {
-            let path = self
-                .dir
-                .join(crate::compaction::sst_file_name(file.number()));
-            // An ingested file's entries are stored at seqno 0 and read
-            // at the seqno its version records (`docs/lsm.md`,
-            // "Ingestion"); every other file reads as stored.
-            crate::sst::SstReader::open_assigned(
-                &*self.fs,
-                &path,
-                file.number(),
-                self.cache.clone(),
-                file.desc().largest_seqno,
-            )
-        })
+        open_table(&*self.fs, &self.dir, self.cache.as_ref(), file)
     }
 
     /// Where point reads find blob files (filling the block cache).
@@ -168,4 +154,27 @@ impl DbInner {
         }
         Ok(None)
     }
+}
+
+/// The reader of an SST file of a version, opened the first time and kept
+/// with the file's metadata.
+pub(super) fn open_table(
+    fs: &dyn strata_fs::FileSystem,
+    dir: &std::path::Path,
+    cache: Option<&std::sync::Arc<crate::cache::BlockCache>>,
+    file: &FileMeta,
+) -> Result<crate::sst::SstReader> {
+    file.reader(|| {
+        let path = dir.join(crate::compaction::sst_file_name(file.number()));
+        // An ingested file's entries are stored at seqno 0 and read at the
+        // seqno its version records (`docs/lsm.md`, "Ingestion"); every
+        // other file reads as stored.
+        crate::sst::SstReader::open_assigned(
+            fs,
+            &path,
+            file.number(),
+            cache.cloned(),
+            file.desc().largest_seqno,
+        )
+    })
 }

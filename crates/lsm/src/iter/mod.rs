@@ -1,6 +1,8 @@
 //! The read path's iterators, in layers:
 //! - [`InternalIterator`]: one sorted source of internal keys, every version
 //!   of every key (a memtable, later an SST file or a level);
+//! - [`LevelIterator`]: the files of one sorted level as one source, each
+//!   opened when the cursor reaches it;
 //! - [`MergingIterator`]: several sources merged into one sorted stream of
 //!   internal keys, in both directions;
 //! - [`SnapshotIterator`]: the user-visible view at a snapshot over that
@@ -13,10 +15,12 @@
 //! them over separately (a memtable keeps them apart, an SST file in its own
 //! block), because a tombstone must hide keys of *other* sources.
 
+mod level;
 mod merging;
 mod range_tombstone;
 mod snapshot;
 
+pub use level::{FileOpener, LevelIterator};
 pub use merging::MergingIterator;
 pub use range_tombstone::{RangeTombstone, RangeTombstoneSet};
 pub(crate) use snapshot::prefix_successor;

@@ -21,7 +21,12 @@
 //! 9 FILE_BLOB_REFS    varint number | varint count
 //!                     | (varint blob_number | varint bytes)*   (one per added
 //!                     file with references, naming it; numbers ascending)
+//! 10 ADDED_FILE_FLAGS ADDED_FILE's fields | varint flags   (bit 0: the file
+//!                     may hold range tombstones; others 0)
 //! ```
+//! The encoder writes every added file as ADDED_FILE_FLAGS; ADDED_FILE,
+//! from manifests written before the flags, decodes as a file that may hold
+//! range tombstones.
 //! The encoder writes the fields in this order (scalars, then deletions,
 //! then additions, then blob deletions and additions); the decoder accepts
 //! any order, since meaning does not depend on it: a builder applies
@@ -126,8 +131,9 @@ impl VersionEdit {
             put_varint(buf, number);
         }
         for (level, d) in &self.added {
-            // { u8 tag | varint level | varint number | varint size | key | key | varint | varint }
-            buf.push(TAG_ADDED_FILE);
+            // { u8 tag | varint level | varint number | varint size | key | key
+            //   | varint | varint | varint flags }
+            buf.push(TAG_ADDED_FILE_FLAGS);
             put_varint(buf, u64::from(*level));
             put_varint(buf, d.number);
             put_varint(buf, d.size);
@@ -137,6 +143,12 @@ impl VersionEdit {
             }
             put_varint(buf, d.smallest_seqno);
             put_varint(buf, d.largest_seqno);
+            let flags = if d.range_tombstones {
+                FILE_FLAG_RANGE_TOMBSTONES
+            } else {
+                0
+            };
+            put_varint(buf, flags);
         }
         for (_, d) in self.added.iter().filter(|(_, d)| !d.blob_refs.is_empty()) {
             buf.push(TAG_FILE_BLOB_REFS);
@@ -191,9 +203,9 @@ impl VersionEdit {
                     let level = level(&mut r)?;
                     edit.deleted.push((level, r.varint()?));
                 }
-                TAG_ADDED_FILE => {
+                TAG_ADDED_FILE | TAG_ADDED_FILE_FLAGS => {
                     let level = level(&mut r)?;
-                    let desc = FileDesc {
+                    let mut desc = FileDesc {
                         number: r.varint()?,
                         size: r.varint()?,
                         smallest: file_key(&mut r)?,
@@ -201,7 +213,19 @@ impl VersionEdit {
                         smallest_seqno: seqno(&mut r)?,
                         largest_seqno: seqno(&mut r)?,
                         blob_refs: Vec::new(),
+                        range_tombstones: true,
                     };
+                    if tag == TAG_ADDED_FILE_FLAGS {
+                        let flags = r.varint()?;
+                        if flags & !FILE_FLAG_RANGE_TOMBSTONES != 0 {
+                            return Err(DecodeError::invalid(
+                                "added file flags",
+                                at,
+                                format!("unknown bits in {flags:#x}"),
+                            ));
+                        }
+                        desc.range_tombstones = flags & FILE_FLAG_RANGE_TOMBSTONES != 0;
+                    }
                     desc.validate()
                         .map_err(|e| DecodeError::invalid("added file", at, e))?;
                     edit.added.push((level, desc));

@@ -68,6 +68,12 @@ pub struct FileDesc {
     /// what keeps each blob file's live bytes exact and says when no SST
     /// references it any more.
     pub blob_refs: Vec<(FileNumber, u64)>,
+    /// The file may hold range tombstones. An iterator opens such a file
+    /// when it is created, to gather the tombstones that hide other
+    /// sources' keys; every other file of a sorted level is opened only
+    /// when the iterator reaches it. True for a file described before the
+    /// manifest recorded it (`ADDED_FILE`, tag 6).
+    pub range_tombstones: bool,
 }
 
 impl FileDesc {

@@ -17,7 +17,8 @@ pub const TAG_LAST_SEQNO: u8 = 4;
 pub const TAG_DELETED_FILE: u8 = 5;
 /// `varint level | varint number | varint size | varint smallest_len |
 /// smallest | varint largest_len | largest | varint smallest_seqno | varint
-/// largest_seqno`: a file the edit adds.
+/// largest_seqno`: a file the edit adds, which may hold range tombstones.
+/// Decoded only: the encoder writes [`TAG_ADDED_FILE_FLAGS`].
 pub const TAG_ADDED_FILE: u8 = 6;
 /// `varint number | varint size | varint record_count | varint
 /// value_bytes`: a blob file the edit adds.
@@ -27,7 +28,14 @@ pub const TAG_DELETED_BLOB_FILE: u8 = 8;
 /// `varint number | varint count | (varint blob_number | varint bytes)*`:
 /// the blob references of a file the same edit adds (absent: none).
 pub const TAG_FILE_BLOB_REFS: u8 = 9;
-// Next free tag: 10.
+/// [`TAG_ADDED_FILE`]'s fields, then `varint flags`: a file the edit adds.
+/// Flag bit 0 ([`FILE_FLAG_RANGE_TOMBSTONES`]): the file may hold range
+/// tombstones; every other bit is 0.
+pub const TAG_ADDED_FILE_FLAGS: u8 = 10;
+// Next free tag: 11.
+
+/// `TAG_ADDED_FILE_FLAGS`'s bit: the file may hold range tombstones.
+pub const FILE_FLAG_RANGE_TOMBSTONES: u64 = 1;
 
 /// The longest internal key an added file may name: a user key of
 /// `crate::batch::KEY_BYTES_MAX` bytes and its 8-byte trailer.

@@ -106,6 +106,10 @@ enum Files {
 #[derive(Debug, Clone)]
 pub struct Level {
     files: Files,
+    /// In L1+, the files that may hold range tombstones (`FileDesc::
+    /// range_tombstones`), so that an iterator finds them without visiting
+    /// the others; empty in L0, whose files an iterator opens anyway.
+    with_tombstones: OrdSet<ByKey>,
     /// The sum of the files' sizes.
     bytes: u64,
 }
@@ -115,6 +119,7 @@ impl Level {
     pub fn overlapping() -> Level {
         Level {
             files: Files::Overlapping(OrdSet::new()),
+            with_tombstones: OrdSet::new(),
             bytes: 0,
         }
     }
@@ -123,6 +128,7 @@ impl Level {
     pub fn sorted() -> Level {
         Level {
             files: Files::Sorted(OrdSet::new()),
+            with_tombstones: OrdSet::new(),
             bytes: 0,
         }
     }
@@ -186,27 +192,104 @@ impl Level {
         end: Option<&[u8]>,
         out: &mut Vec<&'a Arc<FileMeta>>,
     ) {
+        self.collect_overlapping(start, end, false, out)
+    }
+
+    /// Appends to `out` the files that may hold range tombstones and whose
+    /// user-key range meets `[start, end]`: in L1+ without visiting the
+    /// other files, in L0 by a scan of them all.
+    pub fn files_with_range_tombstones<'a>(
+        &'a self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        out: &mut Vec<&'a Arc<FileMeta>>,
+    ) {
+        self.collect_overlapping(start, end, true, out)
+    }
+
+    fn collect_overlapping<'a>(
+        &'a self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        only_with_tombstones: bool,
+        out: &mut Vec<&'a Arc<FileMeta>>,
+    ) {
         match &self.files {
-            Files::Overlapping(s) => out.extend(
-                s.iter()
-                    .map(|e| &e.0)
-                    .filter(|f| f.desc().overlaps(start, end)),
-            ),
+            Files::Overlapping(s) => out.extend(s.iter().map(|e| &e.0).filter(|f| {
+                (!only_with_tombstones || f.desc().range_tombstones)
+                    && f.desc().overlaps(start, end)
+            })),
             Files::Sorted(s) => {
-                // The first candidate is the file holding `start`, if any:
-                // it is the last one whose smallest key is at or below it.
-                let from = start.map(|k| match s.get_prev(k) {
-                    Some(e) => e.0.smallest().user_key(),
-                    None => k,
-                });
-                let lower = from.map_or(Bound::Unbounded, Bound::Included);
-                let upper = end.map_or(Bound::Unbounded, Bound::Included);
-                out.extend(
-                    s.range::<_, [u8]>((lower, upper))
-                        .map(|e| &e.0)
-                        .filter(|f| f.desc().overlaps(start, end)),
-                );
+                let set = if only_with_tombstones {
+                    &self.with_tombstones
+                } else {
+                    s
+                };
+                sorted_overlapping(set, start, end, out)
             }
+        }
+    }
+
+    /// In L1+, the first file whose largest user key is at or above
+    /// `user_key`: the one that may hold it, else the next one. `None` in
+    /// L0 and past the last file.
+    pub fn file_at_or_after(&self, user_key: &[u8]) -> Option<&Arc<FileMeta>> {
+        let Files::Sorted(s) = &self.files else {
+            return None;
+        };
+        match s.get_prev(user_key) {
+            Some(e) if e.0.largest().user_key() >= user_key => Some(&e.0),
+            _ => s
+                .range::<_, [u8]>((Bound::Excluded(user_key), Bound::Unbounded))
+                .next()
+                .map(|e| &e.0),
+        }
+    }
+
+    /// In L1+, the last file whose smallest user key is at or below
+    /// `user_key`. `None` in L0 and before the first file.
+    pub fn file_at_or_before(&self, user_key: &[u8]) -> Option<&Arc<FileMeta>> {
+        let Files::Sorted(s) = &self.files else {
+            return None;
+        };
+        s.get_prev(user_key).map(|e| &e.0)
+    }
+
+    /// In L1+, the file after `file` (a file of this level). `None` in L0.
+    pub fn next_file(&self, file: &FileMeta) -> Option<&Arc<FileMeta>> {
+        let Files::Sorted(s) = &self.files else {
+            return None;
+        };
+        let after = Bound::Excluded(file.smallest().user_key());
+        s.range::<_, [u8]>((after, Bound::Unbounded))
+            .next()
+            .map(|e| &e.0)
+    }
+
+    /// In L1+, the file before `file` (a file of this level). `None` in L0.
+    pub fn prev_file(&self, file: &FileMeta) -> Option<&Arc<FileMeta>> {
+        let Files::Sorted(s) = &self.files else {
+            return None;
+        };
+        let before = Bound::Excluded(file.smallest().user_key());
+        s.range::<_, [u8]>((Bound::Unbounded, before))
+            .next_back()
+            .map(|e| &e.0)
+    }
+
+    /// In L1+, the first file. `None` in L0.
+    pub fn first_file(&self) -> Option<&Arc<FileMeta>> {
+        match &self.files {
+            Files::Sorted(s) => s.get_min().map(|e| &e.0),
+            Files::Overlapping(_) => None,
+        }
+    }
+
+    /// In L1+, the last file. `None` in L0.
+    pub fn last_file(&self) -> Option<&Arc<FileMeta>> {
+        match &self.files {
+            Files::Sorted(s) => s.get_max().map(|e| &e.0),
+            Files::Overlapping(_) => None,
         }
     }
 
@@ -240,6 +323,9 @@ impl Level {
                         return Err(overlap(&next.0));
                     }
                 }
+                if file.desc().range_tombstones {
+                    self.with_tombstones.insert(ByKey(file.clone()));
+                }
                 s.insert(ByKey(file));
             }
         }
@@ -252,7 +338,14 @@ impl Level {
     pub(crate) fn remove(&mut self, file: &Arc<FileMeta>) -> bool {
         let removed = match &mut self.files {
             Files::Overlapping(s) => s.remove(&ByAge(file.clone())).is_some(),
-            Files::Sorted(s) => s.remove(file.smallest().user_key()).is_some(),
+            Files::Sorted(s) => {
+                let removed = s.remove(file.smallest().user_key()).is_some();
+                if removed {
+                    // The same file: smallest keys are unique in the level.
+                    self.with_tombstones.remove(file.smallest().user_key());
+                }
+                removed
+            }
         };
         if removed {
             self.bytes -= file.size();
@@ -287,6 +380,20 @@ impl Level {
             }
             prev = Some(f);
         }
+        if let Files::Sorted(s) = &self.files {
+            let flagged = s.iter().filter(|e| e.0.desc().range_tombstones).count();
+            let listed = self.with_tombstones.iter().all(|e| {
+                e.0.desc().range_tombstones
+                    && s.get(e.0.smallest().user_key())
+                        .is_some_and(|f| Arc::ptr_eq(&f.0, &e.0))
+            });
+            if flagged != self.with_tombstones.len() || !listed {
+                return Err(format!(
+                    "{flagged} files may hold range tombstones, {} listed as such",
+                    self.with_tombstones.len()
+                ));
+            }
+        }
         if bytes != self.bytes {
             return Err(format!(
                 "level bytes {} but files sum to {bytes}",
@@ -295,4 +402,27 @@ impl Level {
         }
         Ok(())
     }
+}
+
+/// The files of a sorted set whose user-key range meets `[start, end]`
+/// (inclusive; `None` unbounded), in key order.
+fn sorted_overlapping<'a>(
+    s: &'a OrdSet<ByKey>,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+    out: &mut Vec<&'a Arc<FileMeta>>,
+) {
+    // The first candidate is the file holding `start`, if any: it is the
+    // last one whose smallest key is at or below it.
+    let from = start.map(|k| match s.get_prev(k) {
+        Some(e) => e.0.smallest().user_key(),
+        None => k,
+    });
+    let lower = from.map_or(Bound::Unbounded, Bound::Included);
+    let upper = end.map_or(Bound::Unbounded, Bound::Included);
+    out.extend(
+        s.range::<_, [u8]>((lower, upper))
+            .map(|e| &e.0)
+            .filter(|f| f.desc().overlaps(start, end)),
+    );
 }

@@ -14,6 +14,7 @@ fn desc(number: FileNumber, lo: &[u8], hi: &[u8], seq: SeqNo) -> FileDesc {
         smallest_seqno: seq,
         largest_seqno: seq,
         blob_refs: Vec::new(),
+        range_tombstones: false,
     }
 }
 

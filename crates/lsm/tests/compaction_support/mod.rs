@@ -84,6 +84,7 @@ pub fn write_sst(
         smallest_seqno: info.properties.smallest_seqno,
         largest_seqno: info.properties.largest_seqno,
         blob_refs: Vec::new(),
+        range_tombstones: false,
     }
 }
 

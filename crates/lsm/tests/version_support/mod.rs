@@ -27,6 +27,7 @@ pub fn desc(number: FileNumber, lo: u32, hi: u32, seq_lo: SeqNo, seq_hi: SeqNo) 
         smallest_seqno: seq_lo,
         largest_seqno: seq_hi,
         blob_refs: Vec::new(),
+        range_tombstones: false,
     }
 }
 
