@@ -265,33 +265,41 @@ impl Shared {
                 let _ = file.start_writeback(offset, len);
             }
             let sealed_any = !seal.is_empty();
-            for sealed in seal {
-                // Best effort, unsynced: see the module doc, step 2. The
-                // builder is freed here too, off the leader's path.
+            let mut spent = Vec::with_capacity(seal.len());
+            for mut sealed in seal {
+                // Best effort, unsynced: see the module doc, step 2.
                 if sealed.write_index_section().is_ok() {
                     Metrics::add(&self.metrics.index_sections_written, 1);
                     let _ = sealed.file.start_writeback(sealed.offset, 0);
                 }
+                spent.push(std::mem::take(&mut sealed.section));
             }
             if sealed_any {
                 self.state.lock().sealing = None;
                 self.sealed.notify_all();
             }
-            let Some(id) = want.filter(|_| renamed) else {
-                continue;
-            };
-            let prepared = self.prepare(id);
-            let mut state = self.state.lock();
-            match prepared {
-                // Still wanted: no rotation came in between.
-                Some(p) if state.want.is_none() && state.ready.is_none() => {
-                    state.ready = Some(p);
-                    // Counted once ready to take (tests wait on it).
-                    Metrics::add(&self.metrics.files_prepared, 1);
-                }
-                Some(p) => self.recycled.lock().push(p.name),
-                None => {}
+            if let Some(id) = want.filter(|_| renamed) {
+                self.make_ready(id);
             }
+            for builder in spent {
+                builder.free_gently();
+            }
+        }
+    }
+
+    /// Steps 3 to 5 for `id`, and the file offered to the next rotation.
+    fn make_ready(&self, id: FileId) {
+        let prepared = self.prepare(id);
+        let mut state = self.state.lock();
+        match prepared {
+            // Still wanted: no rotation came in between.
+            Some(p) if state.want.is_none() && state.ready.is_none() => {
+                state.ready = Some(p);
+                // Counted once ready to take (tests wait on it).
+                Metrics::add(&self.metrics.files_prepared, 1);
+            }
+            Some(p) => self.recycled.lock().push(p.name),
+            None => {}
         }
     }
 

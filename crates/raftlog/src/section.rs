@@ -138,6 +138,11 @@ fn grow_by_one<T>(v: &mut Vec<T>) {
     }
 }
 
+/// `SectionBuilder::free_gently` frees this many groups at a time...
+const FREE_CHUNK_GROUPS: usize = 2048;
+/// ...and pauses this long between.
+const FREE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Collects the changes of a file's records while the file is written.
 #[derive(Debug, Default)]
 pub(crate) struct SectionBuilder {
@@ -149,6 +154,34 @@ pub(crate) struct SectionBuilder {
 }
 
 impl SectionBuilder {
+    /// The groups the file's records changed so far.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Frees the builder a few thousand groups at a time, pausing between.
+    /// At 100,000 groups it is some 400,000 allocations (each group's log
+    /// and keys), made by the leader's thread: freed in one go on another
+    /// thread, they stalled the leader's own allocations while it applied
+    /// groups to the index, for 3-30 ms (traced on M-100K; p99.9 5.0 ms,
+    /// 2.7 ms when the builder was leaked instead).
+    pub fn free_gently(self) {
+        let SectionBuilder { groups, .. } = self;
+        let mut left = groups.len();
+        for (i, changes) in groups.into_values().enumerate() {
+            drop(changes);
+            left -= 1;
+            if (i + 1) % FREE_CHUNK_GROUPS == 0 && left > 0 {
+                std::thread::sleep(FREE_PAUSE);
+            }
+        }
+    }
+
+    /// Makes room for `n` groups at once.
+    pub fn reserve_groups(&mut self, n: usize) {
+        self.groups.reserve(n);
+    }
+
     /// Adds the record just written after the previous one, `len` bytes long
     /// (header included), holding `items`.
     pub fn add_record(&mut self, len: u32, items: &[Item<'_>]) {
