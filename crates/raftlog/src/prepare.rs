@@ -50,6 +50,7 @@ use strata_fs::{File, FileSystem};
 use crate::format::{FileId, RECYCLE_PREFIX};
 use crate::metrics::Metrics;
 use crate::pipe::{file_head, ActiveFile, SMALL_APPEND_BYTES};
+use crate::section::SectionBuilder;
 use crate::Config;
 
 /// A file ready to become the append queue's next: its header (naming `id`)
@@ -106,6 +107,9 @@ struct Shared {
     /// Held while the rename is done, so that the leader, making a file
     /// itself, waits for one in progress.
     rename: Mutex<Option<Rename>>,
+    /// A sealed file's section builder, emptied for the next file to reuse
+    /// (`SectionBuilder::reset`).
+    spare: Mutex<Option<SectionBuilder>>,
     wake: Condvar,
     /// Notified when the sections being written are done.
     sealed: Condvar,
@@ -140,6 +144,7 @@ impl Preparer {
                 ..State::default()
             }),
             rename: Mutex::new(None),
+            spare: Mutex::new(None),
             wake: Condvar::new(),
             sealed: Condvar::new(),
         });
@@ -163,6 +168,12 @@ impl Preparer {
             return state.ready.take();
         }
         None
+    }
+
+    /// A section builder emptied for a new file, if one is ready: it keeps
+    /// the allocations of the groups the last sealed file changed.
+    pub fn spare_builder(&self) -> Option<SectionBuilder> {
+        self.shared.spare.lock().take()
     }
 
     /// Renames the active file into place if that is still to be done (the
@@ -281,8 +292,15 @@ impl Shared {
             if let Some(id) = want.filter(|_| renamed) {
                 self.make_ready(id);
             }
-            for builder in spent {
-                builder.free_gently();
+            for mut builder in spent {
+                builder.reset();
+                let mut spare = self.spare.lock();
+                if spare.is_none() {
+                    *spare = Some(builder);
+                } else {
+                    drop(spare);
+                    builder.free_gently();
+                }
             }
         }
     }

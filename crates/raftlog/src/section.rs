@@ -110,25 +110,6 @@ pub struct GroupChanges {
     pub kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
-impl GroupChanges {
-    fn set_kv(&mut self, key: &[u8], value: Option<&[u8]>) {
-        // Groups hold a handful of keys: a linear search beats a map.
-        match self.kvs.iter_mut().find(|(k, _)| k == key) {
-            Some((_, slot)) => match (slot, value) {
-                (Some(old), Some(v)) => {
-                    old.clear();
-                    old.extend_from_slice(v);
-                }
-                (slot, v) => *slot = v.map(<[u8]>::to_vec),
-            },
-            None => {
-                grow_by_one(&mut self.kvs);
-                self.kvs.push((key.to_vec(), value.map(<[u8]>::to_vec)));
-            }
-        }
-    }
-}
-
 /// Makes room for one more element, exactly one while the vector is small:
 /// most groups of a file get one entry run and one key, and a first push
 /// would otherwise reserve four (at a million idle groups, ~200 B a group).
@@ -143,28 +124,95 @@ const FREE_CHUNK_GROUPS: usize = 2048;
 /// ...and pauses this long between.
 const FREE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// One group's changes while a file is written ([`GroupChanges`] as it is
+/// collected). A builder reused for the next file keeps each group's
+/// allocations: cleared, not freed.
+#[derive(Debug, Default)]
+struct GroupBuild {
+    /// A record of the current file changed the group.
+    touched: bool,
+    removed: bool,
+    log: Vec<LogOp>,
+    /// Slots `..kv_len` hold the current file's last change of each key;
+    /// the rest are kept for reuse.
+    kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    kv_len: usize,
+}
+
+impl GroupBuild {
+    fn set_kv(&mut self, key: &[u8], value: Option<&[u8]>) {
+        // Groups hold a handful of keys: a linear search beats a map.
+        if let Some((_, slot)) = self.kvs[..self.kv_len].iter_mut().find(|(k, _)| k == key) {
+            set_value(slot, value);
+            return;
+        }
+        if let Some((k, slot)) = self.kvs.get_mut(self.kv_len) {
+            k.clear();
+            k.extend_from_slice(key);
+            set_value(slot, value);
+        } else {
+            grow_by_one(&mut self.kvs);
+            self.kvs.push((key.to_vec(), value.map(<[u8]>::to_vec)));
+        }
+        self.kv_len += 1;
+    }
+
+    /// Empties the group for the next file, keeping its allocations.
+    fn clear(&mut self) {
+        self.touched = false;
+        self.removed = false;
+        self.log.clear();
+        self.kv_len = 0;
+    }
+}
+
+fn set_value(slot: &mut Option<Vec<u8>>, value: Option<&[u8]>) {
+    match (slot.as_mut(), value) {
+        (Some(old), Some(v)) => {
+            old.clear();
+            old.extend_from_slice(v);
+        }
+        (_, v) => *slot = v.map(<[u8]>::to_vec),
+    }
+}
+
 /// Collects the changes of a file's records while the file is written.
 #[derive(Debug, Default)]
 pub(crate) struct SectionBuilder {
     /// Length of every record, in order; the first starts at `FILE_HEADER_LEN`.
     records: Vec<u32>,
-    groups: FxHashMap<u64, GroupChanges>,
+    /// Every group of the current file, and the groups of the file before
+    /// that this one has not changed (yet) when the builder was reused.
+    groups: FxHashMap<u64, GroupBuild>,
     /// The highest purge floor the file's records logged (0: none).
     purged_below: u64,
 }
 
 impl SectionBuilder {
-    /// The groups the file's records changed so far.
+    /// The groups the builder holds.
     pub fn group_count(&self) -> usize {
         self.groups.len()
     }
 
-    /// Frees the builder a few thousand groups at a time, pausing between.
-    /// At 100,000 groups it is some 400,000 allocations (each group's log
-    /// and keys), made by the leader's thread: freed in one go on another
-    /// thread, they stalled the leader's own allocations while it applied
-    /// groups to the index, for 3-30 ms (traced on M-100K; p99.9 5.0 ms,
-    /// 2.7 ms when the builder was leaked instead).
+    /// Empties the builder for another file, keeping the allocations of the
+    /// groups this file changed (the next file will most likely change them
+    /// again) and freeing the rest. At 100,000 groups a builder is some
+    /// 400,000 allocations (each group's log and keys) of the leader's
+    /// thread: freed on another thread, they stalled the leader's own
+    /// allocations while it applied groups to the index for 3-30 ms (traced
+    /// on M-100K), and made again they cost the leader as much.
+    pub fn reset(&mut self) {
+        self.records.clear();
+        self.purged_below = 0;
+        self.groups.retain(|_, g| {
+            let keep = g.touched;
+            g.clear();
+            keep
+        });
+    }
+
+    /// Frees the builder a few thousand groups at a time, pausing between
+    /// (see [`SectionBuilder::reset`] for why), when it is not reused.
     pub fn free_gently(self) {
         let SectionBuilder { groups, .. } = self;
         let mut left = groups.len();
@@ -179,7 +227,7 @@ impl SectionBuilder {
 
     /// Makes room for `n` groups at once.
     pub fn reserve_groups(&mut self, n: usize) {
-        self.groups.reserve(n);
+        self.groups.reserve(n.saturating_sub(self.groups.len()));
     }
 
     /// Adds the record just written after the previous one, `len` bytes long
@@ -187,7 +235,7 @@ impl SectionBuilder {
     pub fn add_record(&mut self, len: u32, items: &[Item<'_>]) {
         let record = self.records.len() as u32;
         self.records.push(len);
-        let mut current: Option<(u64, &mut GroupChanges)> = None;
+        let mut current: Option<(u64, &mut GroupBuild)> = None;
         for item in items {
             if let Item::PurgedBelow { seq } = *item {
                 self.purged_below = self.purged_below.max(seq);
@@ -198,6 +246,7 @@ impl SectionBuilder {
                 Some((g, c)) if g == group => c,
                 _ => self.groups.entry(group).or_default(),
             };
+            changes.touched = true;
             match *item {
                 Item::Entries {
                     first_index,
@@ -223,7 +272,7 @@ impl SectionBuilder {
                 Item::RemoveGroup { .. } => {
                     changes.removed = true;
                     changes.log.clear();
-                    changes.kvs.clear();
+                    changes.kv_len = 0;
                 }
             }
             current = Some((group, changes));
@@ -250,7 +299,8 @@ impl SectionBuilder {
         for &len in &self.records {
             put_varint(&mut out, len as u64);
         }
-        let mut groups: Vec<(&u64, &GroupChanges)> = self.groups.iter().collect();
+        let mut groups: Vec<(&u64, &GroupBuild)> =
+            self.groups.iter().filter(|(_, g)| g.touched).collect();
         groups.sort_unstable_by_key(|(g, _)| **g);
         put_varint(&mut out, groups.len() as u64);
         for (&group, changes) in groups {
@@ -277,7 +327,8 @@ impl SectionBuilder {
                     }
                 }
             }
-            let mut kvs: Vec<&(Vec<u8>, Option<Vec<u8>>)> = changes.kvs.iter().collect();
+            let mut kvs: Vec<&(Vec<u8>, Option<Vec<u8>>)> =
+                changes.kvs[..changes.kv_len].iter().collect();
             kvs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             put_varint(&mut out, kvs.len() as u64);
             for (key, value) in kvs {
@@ -460,6 +511,62 @@ mod tests {
             assert_eq!(Trailer::decode(&bad, 9), None, "flip at {i} accepted");
         }
         assert_eq!(Trailer::decode(&bytes[..39], 9), None);
+    }
+
+    /// A builder reused for the next file describes that file alone: no
+    /// group, key, log op, removal or floor of the file before comes back,
+    /// and keys reuse their slots.
+    #[test]
+    fn a_reset_builder_describes_only_the_next_file() {
+        let mut b = SectionBuilder::default();
+        b.add_record(
+            100,
+            &[
+                Item::Put {
+                    group: 3,
+                    key: b"a",
+                    value: b"one",
+                },
+                Item::Put {
+                    group: 3,
+                    key: b"b",
+                    value: b"two",
+                },
+                Item::Entries {
+                    group: 7,
+                    first_index: 1,
+                    count: 1,
+                    body_offset: 0,
+                },
+                Item::RemoveGroup { group: 9 },
+                Item::PurgedBelow { seq: 5 },
+            ],
+        );
+        b.reset();
+        assert_eq!(b.group_count(), 3, "the groups changed are kept for reuse");
+        b.add_record(
+            60,
+            &[
+                Item::Delete {
+                    group: 3,
+                    key: b"b",
+                },
+                Item::CompactTo { group: 3, index: 4 },
+            ],
+        );
+        let end = FILE_HEADER_LEN as u64 + 60;
+        let s = decode_section(&b.encode(end)).unwrap();
+        assert_eq!(s.records, vec![(FILE_HEADER_LEN as u32, 60)]);
+        assert_eq!(s.purged_below, 0);
+        assert_eq!(s.groups.len(), 1, "{:?}", s.groups);
+        let (g, c) = &s.groups[0];
+        assert_eq!(*g, 3);
+        assert!(!c.removed);
+        assert_eq!(c.log, vec![LogOp::CompactTo { index: 4 }]);
+        assert_eq!(c.kvs, vec![(b"b".to_vec(), None)]);
+        // Groups the second file did not change are freed at the next reset.
+        b.reset();
+        assert_eq!(b.group_count(), 1);
     }
 
     #[test]

@@ -575,6 +575,10 @@ impl Engine {
             }
             None => (self.make_next_file(next)?, None),
         };
+        let mut new = new;
+        if let Some(builder) = preparer.spare_builder() {
+            new.section = builder;
+        }
         let sealed = self.pipe.install_next(active, new, &self.metrics);
         preparer.rotated(next, name, sealed);
         Ok(())
