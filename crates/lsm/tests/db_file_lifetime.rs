@@ -23,17 +23,33 @@ fn sst_files(fs: &MemFs) -> Vec<String> {
     names
 }
 
+/// Writes keys 0..200, key `i` with value `i + add`.
+fn put_all(db: &strata_lsm::Db, cf: &strata_lsm::ColumnFamily, add: u64) {
+    for i in 0..200u32 {
+        db.put(
+            &WriteOptions::default(),
+            cf,
+            &key(i),
+            &value(u64::from(i) + add, 100),
+        )
+        .expect("put");
+    }
+}
+
+/// A database on `fs` holding keys 0..200 in flushed files.
+fn flushed(fs: &MemFs) -> (strata_lsm::Db, strata_lsm::ColumnFamily) {
+    let db = open(fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    put_all(&db, &cf, 0);
+    db.flush(&cf, true).expect("flush");
+    (db, cf)
+}
+
 #[test]
 fn files_live_exactly_as_long_as_something_reaches_them() {
     let fs = MemFs::new();
-    let db = open(&fs, small_options()).expect("open");
-    let cf = db.default_column_family();
+    let (db, cf) = flushed(&fs);
     let w = WriteOptions::default();
-    for i in 0..200u32 {
-        db.put(&w, &cf, &key(i), &value(u64::from(i), 100))
-            .expect("put");
-    }
-    db.flush(&cf, true).expect("flush");
     let before: Vec<u64> = db
         .table_properties(&cf)
         .expect("table properties")
@@ -49,10 +65,7 @@ fn files_live_exactly_as_long_as_something_reaches_them() {
     let mut it = db.iter(&at, &cf).expect("iter");
 
     // Overwrite everything and compact it all away from the old files.
-    for i in 0..200u32 {
-        db.put(&w, &cf, &key(i), &value(u64::from(i) + 1000, 100))
-            .expect("put");
-    }
+    put_all(&db, &cf, 1000);
     db.compact_range(&cf, None, None).expect("compact");
     let now: Vec<u64> = db
         .table_properties(&cf)
@@ -125,5 +138,33 @@ fn files_live_exactly_as_long_as_something_reaches_them() {
         db.flush(&cf, true).expect("flush");
     };
     assert_eq!(on_disk, live, "exactly the live files are on disk");
+    db.close().expect("close");
+}
+
+/// Files an iterator held past a compaction are deleted once it is dropped
+/// even when no job runs after that: an idle engine sweeps what nothing
+/// reaches (before, they stayed on disk until the next flush or compaction).
+#[test]
+fn an_idle_engine_deletes_what_a_dropped_iterator_held() {
+    let fs = MemFs::new();
+    let (db, cf) = flushed(&fs);
+    let held = sst_files(&fs);
+    let it = db.iter(&ReadOptions::default(), &cf).expect("iter");
+    put_all(&db, &cf, 1000);
+    db.compact_range(&cf, None, None).expect("compact");
+    assert!(
+        held.iter().all(|n| sst_files(&fs).contains(n)),
+        "a file the iterator reaches was deleted"
+    );
+    drop(it);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while held.iter().any(|n| sst_files(&fs).contains(n)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "files nothing reaches stayed on an idle engine: {:?}",
+            sst_files(&fs)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     db.close().expect("close");
 }

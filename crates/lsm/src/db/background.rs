@@ -84,6 +84,11 @@ const WRITERS_IDLE_AFTER: Duration = Duration::from_millis(500);
 enum Job {
     Flush(ColumnFamilyId),
     Compact(Arc<CfState>, Compaction),
+    /// Delete the files that nothing reaches any more. A file a running
+    /// job, an iterator or a snapshot read held when it became obsolete is
+    /// queued when that holder lets go; jobs delete the queue when they end,
+    /// and an idle engine, which runs none, every `IDLE_POLL`.
+    Sweep,
 }
 
 /// The scheduling state and the threads.
@@ -240,10 +245,14 @@ fn worker(db: &DbInner) {
                             s.compact_queue.push_back(*id);
                         }
                     }
+                    if !db.obsolete.is_empty() {
+                        break Job::Sweep;
+                    }
                 }
             }
         };
         match job {
+            Job::Sweep => {}
             Job::Flush(cf) => {
                 db.run_flush(cf);
                 let mut s = db.bg.state.lock();
