@@ -10,7 +10,7 @@ use std::path::Path;
 
 use db_support::*;
 use strata_fs::{FileSystem, MemFs};
-use strata_lsm::{ReadOptions, WriteOptions};
+use strata_lsm::{Options, ReadOptions, WriteOptions};
 
 fn sst_files(fs: &MemFs) -> Vec<String> {
     let mut names: Vec<String> = fs
@@ -166,5 +166,52 @@ fn an_idle_engine_deletes_what_a_dropped_iterator_held() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    db.close().expect("close");
+}
+
+/// Reads over many more SST files than `max_open_files` keep at most about
+/// that many open, reopen the others when they need them, and read every
+/// key right, by point reads and by iterators both ways.
+#[test]
+fn reads_over_more_files_than_may_be_open_reopen_them() {
+    let fs = MemFs::new();
+    let options = Options {
+        max_open_files: 16,
+        ..small_options()
+    };
+    let db = open(&fs, options).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    let n = 8000u32;
+    for i in 0..n {
+        db.put(&w, &cf, &key(i), &value(u64::from(i), 100))
+            .expect("put");
+    }
+    db.compact_range(&cf, None, None).expect("compact");
+    let files = sst_files(&fs).len();
+    assert!(files >= 48, "only {files} files");
+    let r = ReadOptions::default();
+    for round in 0..2 {
+        for i in (0..n).step_by(7) {
+            assert_eq!(
+                db.get(&r, &cf, &key(i)).expect("get"),
+                Some(value(u64::from(i), 100)),
+                "round {round}, key {i}"
+            );
+        }
+        let open_files = db.statistics().open_sst_files;
+        assert!(open_files <= 32, "{open_files} files open of {files}");
+    }
+    let mut it = db.iter(&r, &cf).expect("iter");
+    assert_eq!(scan_forward(&mut it).len(), n as usize);
+    it.seek_to_last().expect("seek");
+    let mut back = 0;
+    while it.valid() {
+        back += 1;
+        it.prev().expect("prev");
+    }
+    assert_eq!(back, n);
+    drop(it);
+    assert!(db.statistics().open_sst_files <= 32);
     db.close().expect("close");
 }

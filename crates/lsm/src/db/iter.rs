@@ -228,6 +228,7 @@ impl Db {
         // source that opens its files as the cursor reaches them; only its
         // files that may hold range tombstones are opened here, for those.
         let opener = TableOpener {
+            tables: inner.tables.clone(),
             fs: inner.fs.clone(),
             dir: inner.dir.clone(),
             cache: inner.cache.clone(),
@@ -285,6 +286,7 @@ impl Db {
 /// Opens the SST files of an iterator, within its bounds and prefix.
 #[derive(Clone)]
 struct TableOpener {
+    tables: Arc<super::table_cache::TableCache>,
     fs: Arc<dyn strata_fs::FileSystem>,
     dir: std::path::PathBuf,
     cache: Option<Arc<crate::cache::BlockCache>>,
@@ -310,7 +312,13 @@ impl FileOpener for TableOpener {
     type Iter = crate::sst::SstIter;
 
     fn open(&self, file: &Arc<FileMeta>) -> Result<Option<crate::sst::SstIter>> {
-        let table = super::read::open_table(&*self.fs, &self.dir, self.cache.as_ref(), file)?;
+        let table = super::read::open_table(
+            &self.tables,
+            &*self.fs,
+            &self.dir,
+            self.cache.as_ref(),
+            file,
+        )?;
         Ok(self.iter(&table))
     }
 }

@@ -39,6 +39,7 @@ mod recovery;
 mod resume;
 mod snapshot;
 mod stats;
+mod table_cache;
 mod write;
 mod write_direct;
 mod write_group;
@@ -146,6 +147,8 @@ pub(crate) struct DbInner {
     next_file: Arc<AtomicU64>,
     next_memtable: AtomicU64,
     cache: Option<Arc<BlockCache>>,
+    /// The SST files open for reads.
+    tables: Arc<table_cache::TableCache>,
     obsolete_queue: ObsoleteFiles,
     obsolete: Receiver<ObsoleteFile>,
     rate_limiter: Arc<RateLimiter>,

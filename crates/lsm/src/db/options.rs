@@ -28,6 +28,12 @@ pub struct Options {
     pub block_cache_bytes: u64,
     /// Threads that run flushes and compactions. Default 2; 1 to 64.
     pub background_threads: usize,
+    /// SST files kept open for reads (each a descriptor and its index and
+    /// filter blocks); the files read least recently are closed and
+    /// reopened when read again. Keep it under the process's open-file
+    /// limit (`ulimit -n`), with room for WALs, blob files and the
+    /// application. Default 4,096; 16 to 4,194,304.
+    pub max_open_files: usize,
     /// The manifest is rewritten as a snapshot of the current state once it
     /// grows past this. Default 64 MiB; 4 KiB to 4 GiB.
     pub max_manifest_bytes: u64,
@@ -46,6 +52,7 @@ impl Default for Options {
             recovery_mode: RecoveryMode::default(),
             block_cache_bytes: 256 << 20,
             background_threads: 2,
+            max_open_files: 4096,
             max_manifest_bytes: 64 << 20,
             default_column_family: ColumnFamilyOptions::default(),
             column_families: BTreeMap::new(),
@@ -219,6 +226,7 @@ impl Options {
     pub fn validate(&self) -> Result<()> {
         check("block_cache_bytes", self.block_cache_bytes, 0, 1 << 40)?;
         check("background_threads", self.background_threads as u64, 1, 64)?;
+        check("max_open_files", self.max_open_files as u64, 16, 1 << 22)?;
         check(
             "max_manifest_bytes",
             self.max_manifest_bytes,

@@ -91,7 +91,13 @@ impl DbInner {
     }
 
     pub(super) fn open_table(&self, file: &FileMeta) -> Result<crate::sst::SstReader> {
-        open_table(&*self.fs, &self.dir, self.cache.as_ref(), file)
+        open_table(
+            &self.tables,
+            &*self.fs,
+            &self.dir,
+            self.cache.as_ref(),
+            file,
+        )
     }
 
     /// Where point reads find blob files (filling the block cache).
@@ -156,15 +162,16 @@ impl DbInner {
     }
 }
 
-/// The reader of an SST file of a version, opened the first time and kept
-/// with the file's metadata.
+/// The reader of an SST file of a version, from the open files (`tables`)
+/// or opened now.
 pub(super) fn open_table(
+    tables: &super::table_cache::TableCache,
     fs: &dyn strata_fs::FileSystem,
     dir: &std::path::Path,
     cache: Option<&std::sync::Arc<crate::cache::BlockCache>>,
     file: &FileMeta,
 ) -> Result<crate::sst::SstReader> {
-    file.reader(|| {
+    tables.get(file.number(), || {
         let path = dir.join(crate::compaction::sst_file_name(file.number()));
         // An ingested file's entries are stored at seqno 0 and read at the
         // seqno its version records (`docs/lsm.md`, "Ingestion"); every

@@ -413,6 +413,7 @@ pub(super) fn open(
         next_file,
         next_memtable,
         cache,
+        tables: super::table_cache::TableCache::new(options.max_open_files),
         obsolete_queue: queue,
         obsolete,
         rate_limiter: Arc::new(RateLimiter::new(rate)),

@@ -151,6 +151,8 @@ pub struct Statistics {
     pub snapshots: u64,
     /// Bytes in the block cache now.
     pub block_cache_bytes: u64,
+    /// SST files open for reads now (at most about `Options::max_open_files`).
+    pub open_sst_files: u64,
     /// Version installs (flushes, compactions, ingestions of every family)
     /// and how long each waited for and held its family's installer lock,
     /// built the version and persisted the edits under it
@@ -186,6 +188,7 @@ impl Db {
             ingest_seqno_hold_micros_max: g(&c.ingest_seqno_hold_micros_max),
             snapshots: i.snapshots.len() as u64,
             block_cache_bytes: i.cache.as_ref().map_or(0, |c| c.used_bytes()),
+            open_sst_files: i.tables.len() as u64,
             install: c.install_times.snapshot(),
         }
     }

@@ -35,12 +35,10 @@
 //! `Arc`; the `Arc`'s own release/acquire on the count orders them too.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::key::{self, InternalKey, SeqNo};
-use crate::sst::SstReader;
 
 /// The number of a file: allocated from the manifest's next file number,
 /// never reused, and the name of the file on disk.
@@ -155,9 +153,6 @@ pub struct FileMeta {
     obsolete: AtomicBool,
     /// Where the number goes at the last drop of an obsolete file.
     queue: ObsoleteFiles,
-    /// The open file, once a reader needed it; closed with the last drop,
-    /// just before the file is queued for deletion.
-    reader: OnceLock<SstReader>,
 }
 
 impl FileMeta {
@@ -167,7 +162,6 @@ impl FileMeta {
             desc,
             obsolete: AtomicBool::new(false),
             queue,
-            reader: OnceLock::new(),
         }
     }
 
@@ -196,20 +190,6 @@ impl FileMeta {
         &self.desc.largest
     }
 
-    /// Returns the file's reader, opening it with `open` the first time.
-    /// Lock-free once open; two threads racing to open it both open it and
-    /// one copy is kept.
-    pub fn reader(
-        &self,
-        open: impl FnOnce() -> crate::Result<SstReader>,
-    ) -> crate::Result<SstReader> {
-        if let Some(r) = self.reader.get() {
-            return Ok(r.clone());
-        }
-        let r = open()?;
-        Ok(self.reader.get_or_init(|| r).clone())
-    }
-
     /// Records that an installed edit removed the file: its last drop will
     /// queue it. Called by the installer only, after the new version (which
     /// no longer holds the file) is published.
@@ -225,8 +205,8 @@ impl FileMeta {
 
 impl Drop for FileMeta {
     fn drop(&mut self) {
-        // Close the file before anyone may delete it.
-        drop(self.reader.take());
+        // The deleter closes the file (`TableCache::evict`) before it
+        // removes it.
         if self.is_obsolete() {
             self.queue.send(ObsoleteFile::Table(self.desc.number));
         }

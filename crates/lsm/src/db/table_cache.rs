@@ -1,0 +1,53 @@
+//! The open SST files: at most `Options::max_open_files` of them, the rest
+//! reopened when read again.
+//!
+//! An open file (`SstReader`) holds a descriptor and its index and filter
+//! blocks. Kept for every file a read ever touched, a database of 100,000
+//! files needed a descriptor limit above 100,000 and failed with `EMFILE`
+//! under the usual 1,024 to 65,536. The cache evicts the files read least
+//! recently; an iterator or read still using an evicted file keeps its own
+//! handle until it is done. Concurrent opens of one file wait for the first
+//! (`quick_cache`'s placeholder), so a file is never opened twice at once.
+
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+
+use crate::error::Result;
+use crate::sst::SstReader;
+use crate::version::FileNumber;
+
+/// Open SST readers by file number.
+#[derive(Debug)]
+pub(crate) struct TableCache {
+    open: Cache<FileNumber, SstReader>,
+}
+
+impl TableCache {
+    /// A cache of at most about `max_open_files` readers.
+    pub fn new(max_open_files: usize) -> Arc<TableCache> {
+        Arc::new(TableCache {
+            open: Cache::new(max_open_files),
+        })
+    }
+
+    /// The reader of file `number`, opened with `open` if it is not open.
+    pub fn get(
+        &self,
+        number: FileNumber,
+        open: impl FnOnce() -> Result<SstReader>,
+    ) -> Result<SstReader> {
+        self.open.get_or_insert_with(&number, open)
+    }
+
+    /// Closes file `number` (once its current users are done): it is about
+    /// to be deleted.
+    pub fn evict(&self, number: FileNumber) {
+        self.open.remove(&number);
+    }
+
+    /// How many files are open through the cache.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+}
