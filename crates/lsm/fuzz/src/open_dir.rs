@@ -31,6 +31,12 @@ pub fn encode_dir(files: &[(String, Vec<u8>)]) -> Vec<u8> {
 /// again gets a suffix (a directory holds one file per name).
 pub fn decode_dir(mut data: &[u8]) -> Vec<(String, &[u8])> {
     let mut files = Vec::new();
+    // Names taken so far: a set, since an input of thousands of files with
+    // one name made a search of the list (and a suffix growing with each
+    // repeat) cubic, over the fuzzer's 30 s limit (a timeout in CI).
+    let mut taken = std::collections::HashSet::new();
+    // The next suffix to try for each name given again.
+    let mut next_suffix: std::collections::HashMap<String, usize> = Default::default();
     while let Some((&name_len, rest)) = data.split_first() {
         let (name, rest) = rest.split_at((name_len as usize).min(rest.len()));
         let mut name: String = String::from_utf8_lossy(name)
@@ -40,9 +46,18 @@ pub fn decode_dir(mut data: &[u8]) -> Vec<(String, &[u8])> {
         if name.is_empty() || name == "." || name == ".." {
             name = format!("file{}", files.len());
         }
-        while files.iter().any(|(n, _)| *n == name) {
-            name.push_str(".again");
+        if taken.contains(&name) {
+            let n = next_suffix.entry(name.clone()).or_insert(1);
+            let base = std::mem::take(&mut name);
+            loop {
+                name = format!("{base}.again{n}");
+                *n += 1;
+                if !taken.contains(&name) {
+                    break;
+                }
+            }
         }
+        taken.insert(name.clone());
         let len = rest
             .get(..4)
             .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
