@@ -7,11 +7,9 @@
 # the same figures as JSON lines (records.json) and the log into $OUT. Run
 # from the workspace root, on the disk to measure.
 #
-# Strata keeps every SST file it has read open (one descriptor per file) and
-# builds an unbounded iterator from every file: at 100k files it needs
-# `ulimit -n` above 100k (the script raises the soft limit to the hard one and
-# warns below that). RocksDB runs with --rocksdb-max-open-files (its table
-# cache).
+# Both engines keep at most --max-open-files SST files open (MAX_OPEN; Strata's
+# table cache and RocksDB's); the script raises the soft `ulimit -n` to the
+# hard one and warns when that is below it.
 #
 # Environment (defaults in brackets):
 #   B          the binary [target/release/strata-bench]; BUILD=1 builds it first
@@ -22,7 +20,7 @@
 #   WRITER     writer keys/s during the measured phase, 0 unpaced [20000]
 #   TARGET     target file size [32K]
 #   MEMTABLE   memtable size [64K]
-#   MAX_OPEN   RocksDB's max_open_files [10000]
+#   MAX_OPEN   SST files each engine keeps open [10000]
 #   DIR        data directory [./strata-data/lsm-versions]
 #   OUT        output directory [target/lsm-versions/<date>-<time>]
 #   EXTRA      more flags (e.g. "--base-level-bytes 1M")
@@ -52,14 +50,16 @@ if [[ ! -x $B ]]; then
 fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 largest=${FILES##*,}
-if [[ $ENGINES == *strata* && $(ulimit -n) != unlimited && $(ulimit -n) -le $((largest + 1000)) ]]; then
-    echo "lsm_versions_vs_peers: ulimit -n is $(ulimit -n): Strata at $largest files will run out of" \
-        "file descriptors (it keeps every file it reads open); raise the hard limit first" >&2
+open_max=$MAX_OPEN
+if ((open_max < 0)); then open_max=$largest; fi
+if [[ $(ulimit -n) != unlimited && $(ulimit -n) -le $((open_max + 1000)) ]]; then
+    echo "lsm_versions_vs_peers: ulimit -n is $(ulimit -n): $open_max open SST files may run out of" \
+        "file descriptors; raise the hard limit or lower MAX_OPEN first" >&2
 fi
 mkdir -p "$OUT" "$DIR"
 args=(lsm-versions --engines "$ENGINES" --files "$FILES" --seconds "$SECONDS_PER_SIZE"
     --readers "$READERS" --writer-keys-per-sec "$WRITER" --target-file-bytes "$TARGET"
-    --write-buffer-bytes "$MEMTABLE" --rocksdb-max-open-files "$MAX_OPEN" --dir "$DIR"
+    --write-buffer-bytes "$MEMTABLE" --max-open-files "$MAX_OPEN" --dir "$DIR"
     --json-file "$OUT/records.json")
 # shellcheck disable=SC2206 # EXTRA is split into flags on purpose
 args+=($EXTRA)

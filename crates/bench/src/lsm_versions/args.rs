@@ -71,10 +71,10 @@ pub struct VersionsArgs {
     /// Flush and compaction threads of every engine.
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub(super) background_threads: usize,
-    /// RocksDB's `max_open_files` (-1: every file open, as Strata keeps
-    /// them; mind `ulimit -n`).
+    /// SST files each engine keeps open (Strata's `max_open_files`, RocksDB's
+    /// table cache); -1: every file open. Mind `ulimit -n`.
     #[arg(long, default_value_t = 10_000, allow_negative_numbers = true)]
-    pub(super) rocksdb_max_open_files: i32,
+    pub(super) max_open_files: i32,
     /// Parent directory; each engine gets a subdirectory, wiped before and
     /// after its run.
     #[arg(long, default_value = "./strata-data/lsm-versions")]
@@ -101,8 +101,8 @@ impl VersionsArgs {
         if self.value_bytes == 0 || self.value_bytes > VALUE_BYTES_MAX {
             return bad(format!("--value-bytes must be 1 to {VALUE_BYTES_MAX}"));
         }
-        if self.rocksdb_max_open_files < -1 || (0..20).contains(&self.rocksdb_max_open_files) {
-            return bad("--rocksdb-max-open-files must be -1 or at least 20".into());
+        if self.max_open_files < -1 || (0..20).contains(&self.max_open_files) {
+            return bad("--max-open-files must be -1 or at least 20".into());
         }
         // The engines check their own bounds at open (Strata: files and
         // base level 4 KiB and up); this catches the ones they share.
@@ -127,7 +127,7 @@ impl VersionsArgs {
 
     pub(super) fn tuning(&self) -> Tuning {
         Tuning {
-            rocksdb_max_open_files: self.rocksdb_max_open_files,
+            max_open_files: self.max_open_files,
         }
     }
 
@@ -174,7 +174,7 @@ mod tests {
         assert!(matches!(args.validate(), Err(BenchError::Usage(_))));
         let args = parse(&["--seconds", "0"]).expect("parses");
         assert!(matches!(args.validate(), Err(BenchError::Usage(_))));
-        let args = parse(&["--rocksdb-max-open-files", "-1"]).expect("parses");
+        let args = parse(&["--max-open-files", "-1"]).expect("parses");
         args.validate().expect("valid");
     }
 

@@ -74,7 +74,7 @@ impl VersionsEngineKind {
     ) -> Result<Box<dyn VersionsEngine>, EngineError> {
         match self {
             VersionsEngineKind::Strata => Ok(Box::new(super::strata::StrataVersions::open(
-                dir, settings,
+                dir, settings, tuning,
             )?)),
             #[cfg(feature = "peer-rocksdb")]
             VersionsEngineKind::Rocksdb => Ok(Box::new(super::rocksdb::RocksVersions::open(
@@ -110,9 +110,9 @@ impl VersionsEngineKind {
 /// Engine options beyond the shared settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Tuning {
-    /// RocksDB's `max_open_files` (its table cache); -1 keeps every file
-    /// open, as Strata does.
-    pub rocksdb_max_open_files: i32,
+    /// SST files each engine keeps open (Strata's `max_open_files`,
+    /// RocksDB's table cache); -1 keeps every file open.
+    pub max_open_files: i32,
 }
 
 /// What one iterator probe took.

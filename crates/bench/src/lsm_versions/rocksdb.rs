@@ -50,7 +50,7 @@ impl RocksVersions {
         tuning: &Tuning,
     ) -> Result<RocksVersions, EngineError> {
         let (mut options, cache) = crate::lsm::rocksdb::options(settings);
-        options.set_max_open_files(tuning.rocksdb_max_open_files);
+        options.set_max_open_files(tuning.max_open_files);
         let db = DB::open(&options, dir).map_err(err("open"))?;
         Ok(RocksVersions { db, _cache: cache })
     }

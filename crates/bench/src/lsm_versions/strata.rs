@@ -25,8 +25,14 @@ fn err(op: &'static str) -> impl FnOnce(strata_lsm::Error) -> EngineError {
 
 impl StrataVersions {
     /// Opens (creating) the database in `dir`.
-    pub fn open(dir: &Path, settings: &KvSettings) -> Result<StrataVersions, EngineError> {
-        let options = crate::lsm::strata::options(settings);
+    pub fn open(
+        dir: &Path,
+        settings: &KvSettings,
+        tuning: &super::engine::Tuning,
+    ) -> Result<StrataVersions, EngineError> {
+        let mut options = crate::lsm::strata::options(settings);
+        // -1: every file open, as far as Strata's bound goes.
+        options.max_open_files = usize::try_from(tuning.max_open_files).unwrap_or(1 << 22);
         options.validate().map_err(err("options"))?;
         let db = Db::open(dir, options).map_err(err("open"))?;
         let cf = db.default_column_family();
