@@ -129,8 +129,6 @@ const FREE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 /// allocations: cleared, not freed.
 #[derive(Debug, Default)]
 struct GroupBuild {
-    /// A record of the current file changed the group.
-    touched: bool,
     removed: bool,
     log: Vec<LogOp>,
     /// Slots `..kv_len` hold the current file's last change of each key;
@@ -157,9 +155,14 @@ impl GroupBuild {
         self.kv_len += 1;
     }
 
+    /// Whether a record of the current file changed the group: every item
+    /// leaves a log op, a key or the removal.
+    fn touched(&self) -> bool {
+        self.removed || !self.log.is_empty() || self.kv_len > 0
+    }
+
     /// Empties the group for the next file, keeping its allocations.
     fn clear(&mut self) {
-        self.touched = false;
         self.removed = false;
         self.log.clear();
         self.kv_len = 0;
@@ -205,7 +208,7 @@ impl SectionBuilder {
         self.records.clear();
         self.purged_below = 0;
         self.groups.retain(|_, g| {
-            let keep = g.touched;
+            let keep = g.touched();
             g.clear();
             keep
         });
@@ -214,12 +217,9 @@ impl SectionBuilder {
     /// Frees the builder a few thousand groups at a time, pausing between
     /// (see [`SectionBuilder::reset`] for why), when it is not reused.
     pub fn free_gently(self) {
-        let SectionBuilder { groups, .. } = self;
-        let mut left = groups.len();
-        for (i, changes) in groups.into_values().enumerate() {
-            drop(changes);
-            left -= 1;
-            if (i + 1) % FREE_CHUNK_GROUPS == 0 && left > 0 {
+        let n = self.groups.len();
+        for (i, _) in self.groups.into_values().enumerate() {
+            if (i + 1) % FREE_CHUNK_GROUPS == 0 && i + 1 < n {
                 std::thread::sleep(FREE_PAUSE);
             }
         }
@@ -246,7 +246,6 @@ impl SectionBuilder {
                 Some((g, c)) if g == group => c,
                 _ => self.groups.entry(group).or_default(),
             };
-            changes.touched = true;
             match *item {
                 Item::Entries {
                     first_index,
@@ -300,7 +299,7 @@ impl SectionBuilder {
             put_varint(&mut out, len as u64);
         }
         let mut groups: Vec<(&u64, &GroupBuild)> =
-            self.groups.iter().filter(|(_, g)| g.touched).collect();
+            self.groups.iter().filter(|(_, g)| g.touched()).collect();
         groups.sort_unstable_by_key(|(g, _)| **g);
         put_varint(&mut out, groups.len() as u64);
         for (&group, changes) in groups {

@@ -227,7 +227,8 @@ impl Db {
         // L0's files overlap: one source each. Each sorted level is one
         // source that opens its files as the cursor reaches them; only its
         // files that may hold range tombstones are opened here, for those.
-        let opener = TableOpener {
+        // One opener for every level: no copy of the bounds per level.
+        let opener = Arc::new(TableOpener {
             tables: inner.tables.clone(),
             fs: inner.fs.clone(),
             dir: inner.dir.clone(),
@@ -235,7 +236,7 @@ impl Db {
             lower: lower.clone(),
             upper: upper.clone(),
             prefix: options.prefix.clone(),
-        };
+        });
         for file in rs
             .version
             .files_in_range(0, lower.as_deref(), upper.as_deref())
@@ -284,7 +285,6 @@ impl Db {
 }
 
 /// Opens the SST files of an iterator, within its bounds and prefix.
-#[derive(Clone)]
 struct TableOpener {
     tables: Arc<super::table_cache::TableCache>,
     fs: Arc<dyn strata_fs::FileSystem>,

@@ -34,6 +34,14 @@ pub trait FileOpener {
     fn open(&self, file: &Arc<FileMeta>) -> Result<Option<Self::Iter>>;
 }
 
+/// An opener shared by the iterators of several levels.
+impl<T: FileOpener> FileOpener for Arc<T> {
+    type Iter = T::Iter;
+    fn open(&self, file: &Arc<FileMeta>) -> Result<Option<T::Iter>> {
+        (**self).open(file)
+    }
+}
+
 /// One sorted level as one source; see the module doc.
 pub struct LevelIterator<O: FileOpener> {
     level: Level,

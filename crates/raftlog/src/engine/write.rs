@@ -540,9 +540,9 @@ impl Engine {
     /// file the preparer made ahead if it is ready (`prepare.rs`), else one
     /// made here. The leader syncs the sealed file's data if it was not
     /// synced; the file's index section (its encoding and write, 70-100 ms
-    /// at 100,000 groups, then its sync and freeing the builder) is left to
-    /// the preparer when there is one. A file whose section never became durable
-    /// is scanned by recovery instead.
+    /// at 100,000 groups) and emptying its builder for reuse are left to the
+    /// preparer when there is one, as is the new file's rename. A file whose
+    /// section never became durable is scanned by recovery instead.
     fn rotate_to_next(&self, active: &mut ActiveFile) -> Result<()> {
         let next = active.id.next();
         let Some(preparer) = self.preparer.as_ref() else {
@@ -565,7 +565,8 @@ impl Engine {
             active.synced_end = active.offset;
         }
         // A rename the preparer could not do must be done before a later
-        // file takes the active one's place (normally long done: no call).
+        // file takes the active one's place, and before `make_next_file`
+        // syncs the directory (normally long done: no call).
         preparer.finish_rename()?;
         let (new, name) = match preparer.take(next) {
             Some(prepared) => {
@@ -587,11 +588,8 @@ impl Engine {
     /// Makes the append queue's next file on the leader's path (no file was
     /// made ahead).
     fn make_next_file(&self, next: FileId) -> Result<ActiveFile> {
-        // The active file's own rename may not be done, or not durable yet:
-        // it must be before the next file's name can be (see `prepare.rs`).
-        if let Some(preparer) = &self.preparer {
-            preparer.finish_rename()?;
-        }
+        // The active file's own rename (done: see `rotate_to_next`) may not
+        // be durable yet: it must be before the next file's name can be.
         self.pipe
             .fs
             .sync_dir(&self.pipe.dir)
