@@ -51,18 +51,20 @@ pub(crate) fn snapshot_records(
     records
 }
 
-/// Appends `records` (synced), then an empty marker record (synced) whose
+/// Appends `records` (synced), then an empty marker record whose
 /// `synced_end` vouches that the records before it were durable: damage in
-/// them is then always reported as corruption, never taken for the torn
-/// tail of a crash. Only the marker itself can be the torn tail, and it
-/// holds nothing. The engine acts on an edit (deletes files) only after
-/// this returns, so a torn edit never had effects.
+/// them is then reported as corruption, not taken for the torn tail of a
+/// crash. The marker is not synced (one sync per install, not two): the
+/// records are durable before it is written, so a power cut that loses it
+/// loses nothing, and the next append's sync makes it durable. The engine
+/// acts on an edit (deletes files) only after this returns, so a torn edit
+/// never had effects.
 pub(crate) fn append_vouched(
     writer: &mut ManifestWriter,
     records: &[ManifestRecord],
 ) -> Result<()> {
     writer.append(records)?;
-    writer.append(&[])
+    writer.vouch()
 }
 
 impl DbInner {
@@ -141,7 +143,7 @@ impl DbInner {
             self.seq.allocated(),
         );
         let mut writer = ManifestWriter::create(self.fs.clone(), &self.dir, number, &records)?;
-        writer.append(&[])?;
+        writer.vouch()?;
         let old = std::mem::replace(&mut m.writer, writer);
         // CURRENT names the new file: the old one is garbage, and a failure
         // to remove it leaves a leftover the next open removes.

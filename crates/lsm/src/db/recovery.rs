@@ -318,7 +318,7 @@ pub(super) fn open(
     let records = snapshot_records(&persisted, next.load(Ordering::Relaxed), last_seqno);
     let mut writer = ManifestWriter::create(fs.clone(), dir, manifest_number, &records)?;
     // The marker vouches for the snapshot (see `append_vouched`).
-    writer.append(&[])?;
+    writer.vouch()?;
     let wal_writer = WalWriter::create(fs.clone(), dir, wal_number)?;
 
     // Leftovers: files no version names, old manifests and WAL files.

@@ -83,6 +83,19 @@ impl ManifestWriter {
         append_synced(&mut self.appender, &self.path, &payload)
     }
 
+    /// Appends an empty record (`count = 0`) and does not sync it: its
+    /// `synced_end` vouches that everything appended before it is durable,
+    /// so that damage there reads as corruption rather than as a torn tail.
+    /// Unsynced because what it vouches for is already durable: a power cut
+    /// that loses or tears it leaves the synced records whole and last, and
+    /// the next `append`'s sync makes it durable anyway.
+    pub fn vouch(&mut self) -> Result<()> {
+        let payload = encode_records(&[]);
+        self.appender
+            .append(&[&payload])
+            .map_err(Error::io("write", &self.path))
+    }
+
     /// The manifest's number.
     pub fn number(&self) -> u64 {
         self.number
