@@ -630,11 +630,14 @@ fn scans_read_blob_blocks_in_spans() {
     assert_eq!(scan_forward(&mut it).len(), 2000);
     drop(it);
     let blob_reads = fs.count(strata_fs::Op::Read) - before - sst_reads;
-    // About 850 KB in 2 KiB blocks: over 400 blocks, 26 spans, and the
-    // first block read alone.
+    // About 850 KB in 2 KiB blocks: over 400 blocks, 26 spans (one more
+    // where they straddle), the first block read alone and the blob file's
+    // open (header, footer). The SSTs were opened by the compaction that
+    // wrote them, so the key-only scan's count holds no open to hide a
+    // read of the full scan's in.
     let spans = stats.file_bytes.div_ceil(32 << 10);
     assert!(
-        blob_reads <= spans + 2,
+        blob_reads <= spans + 4,
         "{blob_reads} blob reads for {} bytes",
         stats.file_bytes
     );

@@ -215,3 +215,43 @@ fn reads_over_more_files_than_may_be_open_reopen_them() {
     assert!(db.statistics().open_sst_files <= 32);
     db.close().expect("close");
 }
+
+/// A flush's and a compaction's new files are in the table cache before
+/// their version is installed, so the first reads of a new version do not
+/// pay for opening them (it was the tail of iterator creation and gets
+/// while flushes ran); files a compaction removed are closed.
+#[test]
+fn a_jobs_new_files_are_open_before_their_first_read() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    let live = |db: &strata_lsm::Db| -> u64 {
+        db.property(&cf, "strata.num-files")
+            .expect("property")
+            .expect("known")
+            .parse()
+            .expect("a count")
+    };
+    put_all(&db, &cf, 0);
+    db.flush(&cf, true).expect("flush");
+    assert!(live(&db) >= 1);
+    assert_eq!(
+        db.statistics().open_sst_files,
+        live(&db),
+        "flushed files, unread"
+    );
+    put_all(&db, &cf, 1);
+    db.flush(&cf, true).expect("flush");
+    db.compact_range(&cf, None, None).expect("compact");
+    // The inputs are deleted once nothing holds them (the job's end).
+    assert_eq!(
+        db.statistics().open_sst_files,
+        live(&db),
+        "compaction outputs, unread; inputs closed"
+    );
+    assert_eq!(
+        db.get(&ReadOptions::default(), &cf, &key(7)).expect("get"),
+        Some(value(8, 100))
+    );
+    db.close().expect("close");
+}

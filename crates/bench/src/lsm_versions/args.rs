@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::builder::RangedU64ValueParser;
 
 use super::engine::{Tuning, VersionsEngineKind};
+use super::grow::GrowBy;
 use crate::error::BenchError;
 use crate::lsm::engine::KvSettings;
 use crate::lsm::keys::{KeySpace, KEY_BYTES_MAX, KEY_BYTES_MIN};
@@ -47,6 +48,12 @@ pub struct VersionsArgs {
     /// Small, so that an L0 compaction rewrites little of the base level.
     #[arg(long, value_parser = parse_bytes)]
     pub(super) base_level_bytes: Option<u64>,
+    /// How the database grows to each size: `ingest`, a bulk load of
+    /// external files into the bottom level (minutes to 100k files), or
+    /// `writes`, random writes that flushes and compactions turn into files
+    /// (hours to 100k files on a small machine).
+    #[arg(long, value_enum, default_value = "ingest")]
+    pub(super) grow_by: GrowBy,
     /// Seconds of reads and writes measured at each size.
     #[arg(long, default_value_t = 10.0)]
     pub(super) seconds: f64,
@@ -131,6 +138,13 @@ impl VersionsArgs {
         }
     }
 
+    /// Keys per external file of an ingesting growth: the target file size
+    /// at the values' 2:1 compression, so that a file on disk is about the
+    /// size a compaction would cut.
+    pub(super) fn keys_per_ingested_file(&self, space: &KeySpace) -> u64 {
+        ((2.0 * self.target_file_bytes as f64 / space.mean_pair_bytes()) as u64).max(1)
+    }
+
     /// The key space: room for four times the keys the largest size needs
     /// (at the 2:1 compression of the values), so that growth writes new
     /// keys rather than overwriting; the growth loop wraps around if an
@@ -185,5 +199,12 @@ mod tests {
         let needed = 2.0 * 1000.0 * 32768.0 / space.mean_pair_bytes();
         assert!(space.keys as f64 >= 4.0 * needed - 1.0, "{space:?}");
         assert_eq!(args.settings().base_level_bytes, 256 << 10);
+        // An ingesting growth fits too, with room for the writer's keys.
+        let per_file = args.keys_per_ingested_file(&space);
+        assert!(
+            per_file * 1000 <= space.keys / 2,
+            "{per_file} keys per file, {space:?}"
+        );
+        assert_eq!(args.grow_by, GrowBy::Ingest);
     }
 }

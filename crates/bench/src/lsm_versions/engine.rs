@@ -129,6 +129,13 @@ pub trait VersionsEngine: Send + Sync + fmt::Debug {
     /// Writes `pairs` in one batch, without the log and without sync.
     fn write(&self, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), EngineError>;
 
+    /// Writes each of `files` as an external SST file in `dir` (keys
+    /// strictly ascending within a file and from one file to the next,
+    /// every file beyond the keys already written), then ingests them all
+    /// in one call, moving them: they land in the bottom level, as a bulk
+    /// load would leave them.
+    fn ingest(&self, dir: &Path, files: &[Vec<(Vec<u8>, Vec<u8>)>]) -> Result<(), EngineError>;
+
     /// Takes a snapshot and drops it; returns the time taking it took.
     fn snapshot(&self) -> Result<Duration, EngineError>;
 

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 pub use self::args::VersionsArgs;
 use self::engine::VersionsEngineKind;
+use self::grow::GrowBy;
 use self::phase::PhaseSpec;
 use self::record::{Params, SizeResult, VersionsRecord};
 use crate::error::BenchError;
@@ -54,6 +55,7 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
         writer_keys_per_sec_limit: args.writer_keys_per_sec,
         settings,
         tuning,
+        grow_by: args.grow_by,
     };
     if !args.json {
         println!(
@@ -86,6 +88,7 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
         readers: args.readers,
         writer_keys_per_sec: args.writer_keys_per_sec,
         keys,
+        order: args.grow_by.key_order(),
     };
     std::fs::create_dir_all(&args.dir).map_err(BenchError::io("create dir", &args.dir))?;
     let mut all: Vec<VersionsRecord> = Vec::new();
@@ -100,7 +103,20 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
             let files_before = engine.live_files()?;
             let bar = progress_bar(!args.json);
             bar.set_message(format!("{name}: growing to {} files", fmt_count(target)));
-            let growth = grow::grow_to(engine.as_ref(), &space, target, &mut written, &bar)?;
+            let growth = match args.grow_by {
+                GrowBy::Writes => {
+                    grow::grow_to(engine.as_ref(), &space, target, &mut written, &bar)?
+                }
+                GrowBy::Ingest => grow::ingest_to(
+                    engine.as_ref(),
+                    &space,
+                    target,
+                    &mut written,
+                    &args.dir.join(format!("{name}-external")),
+                    args.keys_per_ingested_file(&space),
+                    &bar,
+                )?,
+            };
             bar.set_message(format!("{name}: measuring at {} files", fmt_count(target)));
             bar.set_position(0);
             let versions_before = engine.versions_installed()?;

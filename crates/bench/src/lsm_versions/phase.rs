@@ -25,6 +25,7 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 
 use super::engine::VersionsEngine;
+use super::grow::KeyOrder;
 use crate::engines::EngineError;
 use crate::error::BenchError;
 use crate::lsm::keys::KeySpace;
@@ -34,6 +35,8 @@ use crate::workload::SplitMix;
 const WRITER_BATCH: u64 = 16;
 /// How often the main thread looks at the file count.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// A call this long or longer is slow (the acceptance's 1 ms).
+const SLOW_NANOS: u64 = 1_000_000;
 /// Longest latency a histogram holds, in nanoseconds (longer ones are
 /// recorded as this).
 const LATENCY_MAX_NANOS: u64 = 60_000_000_000;
@@ -47,41 +50,86 @@ pub struct PhaseSpec {
     pub readers: usize,
     /// The writer's pace (0: unpaced).
     pub writer_keys_per_sec: u64,
-    /// Keys `0..keys` of the fill order are present.
+    /// The first `keys` keys written, in `order`, are present.
     pub keys: u64,
+    /// The order the growth wrote the keys in.
+    pub order: KeyOrder,
 }
 
-/// One histogram per timed operation, in nanoseconds.
+/// One timed operation's figures.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    /// Latencies in nanoseconds.
+    pub h: Histogram<u64>,
+    /// Calls of 1 ms or more during which the thread was not preempted (no
+    /// involuntary context switch over the whole engine call, which holds
+    /// the timed part): their time was the engine's, waiting on a lock or
+    /// the disk or working, not the reader waiting for one of the cores.
+    pub slow_unpreempted: u64,
+}
+
+impl Timed {
+    fn new() -> Timed {
+        Timed {
+            h: Histogram::new_with_bounds(1, LATENCY_MAX_NANOS, 3)
+                .expect("static bounds are valid"),
+            slow_unpreempted: 0,
+        }
+    }
+
+    /// Records `d`, timed within a call that began when the thread had
+    /// been preempted `preempted_before` times.
+    fn record(&mut self, d: Duration, preempted_before: u64) {
+        let nanos = (d.as_nanos() as u64).clamp(1, LATENCY_MAX_NANOS);
+        self.h.saturating_record(nanos);
+        if nanos >= SLOW_NANOS && involuntary_switches() == preempted_before {
+            self.slow_unpreempted += 1;
+        }
+    }
+
+    fn add(&mut self, other: &Timed) {
+        self.h.add(&other.h).expect("histograms of the same bounds");
+        self.slow_unpreempted += other.slow_unpreempted;
+    }
+}
+
+/// Times the calling thread was preempted so far (`getrusage`'s
+/// involuntary context switches of this thread).
+fn involuntary_switches() -> u64 {
+    // SAFETY: `getrusage` writes the struct it is given and nothing else;
+    // a zeroed `rusage` is a valid value of that plain C struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return u64::MAX;
+        }
+        ru.ru_nivcsw as u64
+    }
+}
+
+/// Each timed operation's figures.
 #[derive(Debug, Clone)]
 pub struct OpHistograms {
     /// Taking a snapshot.
-    pub snapshot: Histogram<u64>,
+    pub snapshot: Timed,
     /// Creating an unbounded iterator.
-    pub iter_create: Histogram<u64>,
+    pub iter_create: Timed,
     /// Seeking it, reading one entry, dropping it.
-    pub iter_seek_read: Histogram<u64>,
+    pub iter_seek_read: Timed,
     /// Creating an iterator bounded to one key's range.
-    pub bounded_iter_create: Histogram<u64>,
+    pub bounded_iter_create: Timed,
     /// A point get.
-    pub get: Histogram<u64>,
-}
-
-fn nanos_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, LATENCY_MAX_NANOS, 3).expect("static bounds are valid")
-}
-
-fn record(h: &mut Histogram<u64>, d: Duration) {
-    h.saturating_record((d.as_nanos() as u64).clamp(1, LATENCY_MAX_NANOS));
+    pub get: Timed,
 }
 
 impl OpHistograms {
     fn new() -> OpHistograms {
         OpHistograms {
-            snapshot: nanos_histogram(),
-            iter_create: nanos_histogram(),
-            iter_seek_read: nanos_histogram(),
-            bounded_iter_create: nanos_histogram(),
-            get: nanos_histogram(),
+            snapshot: Timed::new(),
+            iter_create: Timed::new(),
+            iter_seek_read: Timed::new(),
+            bounded_iter_create: Timed::new(),
+            get: Timed::new(),
         }
     }
 
@@ -93,7 +141,7 @@ impl OpHistograms {
             (&mut self.bounded_iter_create, &other.bounded_iter_create),
             (&mut self.get, &other.get),
         ] {
-            a.add(b).expect("histograms of the same bounds");
+            a.add(b);
         }
     }
 }
@@ -151,7 +199,7 @@ pub fn run(
         let shared = &shared;
         s.spawn(move || writer(engine, space, spec, keys, shared));
         let readers: Vec<_> = (0..spec.readers)
-            .map(|r| s.spawn(move || reader(engine, space, keys, r as u64, shared)))
+            .map(|r| s.spawn(move || reader(engine, space, keys, spec.order, r as u64, shared)))
             .collect();
         while start.elapsed() < spec.duration && !shared.stop.load(Relaxed) {
             thread::sleep(SAMPLE_EVERY.min(spec.duration.saturating_sub(start.elapsed())));
@@ -209,7 +257,7 @@ fn writer(
         }
         batch.clear();
         for _ in 0..WRITER_BATCH {
-            let i = space.fill_order(rng.next() % keys);
+            let i = spec.order.nth(space, rng.next() % keys);
             batch.push((space.key(i), space.value(i, rng.next())));
         }
         if let Err(e) = engine.write(&batch) {
@@ -225,6 +273,7 @@ fn reader(
     engine: &dyn VersionsEngine,
     space: &KeySpace,
     keys: u64,
+    order: KeyOrder,
     id: u64,
     shared: &Shared,
 ) -> (OpHistograms, u64) {
@@ -232,18 +281,22 @@ fn reader(
     let mut rng = SplitMix::new(0x5245_4144 ^ (id << 32));
     let mut loops = 0;
     let mut one = || -> Result<(), EngineError> {
-        let i = space.fill_order(rng.next() % keys);
+        let i = order.nth(space, rng.next() % keys);
         let key = space.key(i);
-        record(&mut h.snapshot, engine.snapshot()?);
+        let before = involuntary_switches();
+        h.snapshot.record(engine.snapshot()?, before);
+        let before = involuntary_switches();
         let t = engine.iterate(&key, None)?;
-        record(&mut h.iter_create, t.create);
-        record(&mut h.iter_seek_read, t.seek_read_drop);
+        h.iter_create.record(t.create, before);
+        h.iter_seek_read.record(t.seek_read_drop, before);
         let upper = space.key(i + 1);
+        let before = involuntary_switches();
         let t = engine.iterate(&key, Some(&upper))?;
-        record(&mut h.bounded_iter_create, t.create);
+        h.bounded_iter_create.record(t.create, before);
+        let before = involuntary_switches();
         let start = Instant::now();
         engine.get(&key)?;
-        record(&mut h.get, start.elapsed());
+        h.get.record(start.elapsed(), before);
         Ok(())
     };
     while !shared.stop.load(Relaxed) {

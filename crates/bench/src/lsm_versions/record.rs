@@ -1,13 +1,12 @@
 //! `lsm-versions`' results: one record per engine and size (a JSON line,
 //! and a table per size with a column per engine).
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
 use strata_lsm::{InstallTiming, TimeHistogram};
 
 use super::engine::Tuning;
-use super::grow::Growth;
-use super::phase::PhaseOutcome;
+use super::grow::{GrowBy, Growth};
+use super::phase::{PhaseOutcome, Timed};
 use crate::lsm::engine::KvSettings;
 use crate::report::{fmt_count, or_na, Table};
 
@@ -30,6 +29,8 @@ pub struct Params {
     pub settings: KvSettings,
     /// Engine options beyond them.
     pub tuning: Tuning,
+    /// How the database grew to each size.
+    pub grow_by: GrowBy,
 }
 
 /// One operation's latency in microseconds, as measured by the bench.
@@ -47,10 +48,14 @@ pub struct OpLatency {
     pub max_us: f64,
     /// Operations that took [`STALL_NANOS`] or longer.
     pub over_1ms: u64,
+    /// Of those, the ones during which the thread was not preempted: the
+    /// engine's own time, not a wait for a core.
+    pub over_1ms_unpreempted: u64,
 }
 
 impl OpLatency {
-    fn of(h: &Histogram<u64>) -> OpLatency {
+    fn of(t: &Timed) -> OpLatency {
+        let h = &t.h;
         let us = |ns: u64| ns as f64 / 1e3;
         OpLatency {
             count: h.len(),
@@ -59,6 +64,7 @@ impl OpLatency {
             p999_us: us(h.value_at_quantile(0.999)),
             max_us: us(h.max()),
             over_1ms: h.count_between(STALL_NANOS, u64::MAX),
+            over_1ms_unpreempted: t.slow_unpreempted,
         }
     }
 }
@@ -286,7 +292,13 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
                 us(o.max_us)
             )
         });
-        row(&format!("{name} >= 1 ms"), &|r| fmt_count(op(r).over_1ms));
+        row(&format!("{name} >= 1 ms (not preempted)"), &|r| {
+            format!(
+                "{} ({})",
+                fmt_count(op(r).over_1ms),
+                fmt_count(op(r).over_1ms_unpreempted)
+            )
+        });
     }
     let parts: [InstallRow; 4] = [
         ("install lock held", |i| &i.lock_held),

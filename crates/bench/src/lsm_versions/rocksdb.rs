@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ::rocksdb::{ReadOptions, WriteOptions, DB};
+use ::rocksdb::{IngestExternalFileOptions, Options, ReadOptions, SstFileWriter, WriteOptions, DB};
 use strata_lsm::InstallTiming;
 
 use super::engine::{IterTimes, Tuning, VersionsEngine};
@@ -26,6 +26,9 @@ const NUM_LEVELS: usize = 7;
 /// RocksDB behind the bench's trait.
 pub struct RocksVersions {
     db: DB,
+    /// The options the DB was opened with: an `SstFileWriter` made from
+    /// them writes blocks, filters and compression as the DB's own files.
+    options: Options,
     /// The block cache, kept alive as long as the DB.
     _cache: ::rocksdb::Cache,
 }
@@ -52,7 +55,11 @@ impl RocksVersions {
         let (mut options, cache) = crate::lsm::rocksdb::options(settings);
         options.set_max_open_files(tuning.max_open_files);
         let db = DB::open(&options, dir).map_err(err("open"))?;
-        Ok(RocksVersions { db, _cache: cache })
+        Ok(RocksVersions {
+            db,
+            options,
+            _cache: cache,
+        })
     }
 
     fn int_property(&self, name: &str) -> Result<u64, EngineError> {
@@ -74,6 +81,26 @@ impl VersionsEngine for RocksVersions {
         w.set_sync(false);
         w.disable_wal(true);
         self.db.write_opt(batch, &w).map_err(err("write"))
+    }
+
+    fn ingest(&self, dir: &Path, files: &[Vec<(Vec<u8>, Vec<u8>)>]) -> Result<(), EngineError> {
+        let mut paths = Vec::with_capacity(files.len());
+        for (n, entries) in files.iter().enumerate() {
+            let path = dir.join(format!("external-{n:06}.sst"));
+            let mut w = SstFileWriter::create(&self.options);
+            w.open(&path).map_err(err("create sst"))?;
+            for (k, v) in entries {
+                w.put(k, v).map_err(err("add to sst"))?;
+            }
+            // `Finish` syncs the file.
+            w.finish().map_err(err("finish sst"))?;
+            paths.push(path);
+        }
+        let mut o = IngestExternalFileOptions::default();
+        o.set_move_files(true);
+        self.db
+            .ingest_external_file_opts(&o, paths)
+            .map_err(err("ingest"))
     }
 
     fn snapshot(&self) -> Result<Duration, EngineError> {

@@ -4,7 +4,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use strata_lsm::{ColumnFamily, Db, InstallTiming, ReadOptions, WriteBatch, WriteOptions};
+use strata_fs::DiskFs;
+use strata_lsm::{
+    ColumnFamily, Db, IngestOptions, InstallTiming, InternalKey, ReadOptions, SstWriter,
+    SstWriterOptions, ValueKind, WriteBatch, WriteOptions,
+};
 
 use super::engine::{IterTimes, VersionsEngine};
 use crate::engines::EngineError;
@@ -17,6 +21,9 @@ const NAME: &str = "strata";
 pub struct StrataVersions {
     db: Db,
     cf: ColumnFamily,
+    /// The family's table options: external files are written with the
+    /// blocks, filter and compression of the engine's own files.
+    table: SstWriterOptions,
 }
 
 fn err(op: &'static str) -> impl FnOnce(strata_lsm::Error) -> EngineError {
@@ -34,9 +41,10 @@ impl StrataVersions {
         // -1: every file open, as far as Strata's bound goes.
         options.max_open_files = usize::try_from(tuning.max_open_files).unwrap_or(1 << 22);
         options.validate().map_err(err("options"))?;
+        let table = options.default_column_family.table.clone();
         let db = Db::open(dir, options).map_err(err("open"))?;
         let cf = db.default_column_family();
-        Ok(StrataVersions { db, cf })
+        Ok(StrataVersions { db, cf, table })
     }
 
     fn int_property(&self, name: &str) -> Result<u64, EngineError> {
@@ -61,6 +69,27 @@ impl VersionsEngine for StrataVersions {
             ..WriteOptions::default()
         };
         self.db.write(&options, &batch).map_err(err("write"))
+    }
+
+    fn ingest(&self, dir: &Path, files: &[Vec<(Vec<u8>, Vec<u8>)>]) -> Result<(), EngineError> {
+        let fs = DiskFs::new();
+        let mut paths = Vec::with_capacity(files.len());
+        for (n, entries) in files.iter().enumerate() {
+            let path = dir.join(format!("external-{n:06}.sst"));
+            let mut w =
+                SstWriter::create(&fs, &path, self.table.clone()).map_err(err("create sst"))?;
+            for (k, v) in entries {
+                w.add(InternalKey::new(k, 0, ValueKind::Put).encoded(), v)
+                    .map_err(err("add to sst"))?;
+            }
+            // `finish` syncs the file.
+            w.finish().map_err(err("finish sst"))?;
+            paths.push(path);
+        }
+        self.db
+            .ingest(&self.cf, &paths, &IngestOptions { move_files: true })
+            .map_err(err("ingest"))?;
+        Ok(())
     }
 
     fn snapshot(&self) -> Result<Duration, EngineError> {
@@ -112,7 +141,7 @@ impl VersionsEngine for StrataVersions {
     }
 
     fn close(self: Box<Self>) -> Result<(), EngineError> {
-        let StrataVersions { db, cf } = *self;
+        let StrataVersions { db, cf, .. } = *self;
         drop(cf);
         db.close().map_err(err("close"))
     }

@@ -116,6 +116,7 @@ impl DbInner {
             edit.add_blob_file(*b);
         }
         self.stamp(&mut edit);
+        self.warm_tables(&files);
         let installed = cf.installer.install(
             Install {
                 edits: std::slice::from_ref(&edit),
@@ -200,6 +201,7 @@ impl DbInner {
         }
         let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
         self.stamp(&mut edit);
+        self.warm_tables(edit.added.iter().map(|(_, f)| f));
         let installed = cf.installer.install(
             Install {
                 edits: std::slice::from_ref(&edit),
@@ -245,11 +247,17 @@ impl DbInner {
     /// Removes the files `edit` adds, for an install that did not happen;
     /// `keep` are numbers that were inputs too (a trivial move's file).
     fn remove_outputs(&self, edit: &VersionEdit, keep: &[u64]) {
-        let tables = edit
+        let removed: Vec<u64> = edit
             .added
             .iter()
             .filter(|(_, f)| !keep.contains(&f.number))
-            .map(|(_, f)| compaction::sst_file_name(f.number));
+            .map(|(_, f)| f.number)
+            .collect();
+        // Opened before the install (`warm_tables`): closed with the file.
+        for &number in &removed {
+            self.tables.evict(number);
+        }
+        let tables = removed.iter().map(|&n| compaction::sst_file_name(n));
         let blobs = edit
             .added_blob_files
             .iter()

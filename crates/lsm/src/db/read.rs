@@ -100,6 +100,27 @@ impl DbInner {
         )
     }
 
+    /// Opens a job's new SST files into the table cache before the job
+    /// installs them, so that the first reads of a new version do not pay
+    /// for the open (a descriptor, the footer, index and filter blocks):
+    /// on the read path it was the tail of iterator creation and of gets
+    /// while flushes ran. A file that fails to open here is left to the
+    /// read that needs it, which reports the error.
+    pub(super) fn warm_tables<'a>(
+        &self,
+        added: impl IntoIterator<Item = &'a crate::version::FileDesc>,
+    ) {
+        for desc in added {
+            let _ = open_table_desc(
+                &self.tables,
+                &*self.fs,
+                &self.dir,
+                self.cache.as_ref(),
+                desc,
+            );
+        }
+    }
+
     /// Where point reads find blob files (filling the block cache).
     fn blob_source(&self) -> BlobSource<'_> {
         BlobSource {
@@ -171,17 +192,29 @@ pub(super) fn open_table(
     cache: Option<&std::sync::Arc<crate::cache::BlockCache>>,
     file: &FileMeta,
 ) -> Result<crate::sst::SstReader> {
-    tables.get(file.number(), || {
-        let path = dir.join(crate::compaction::sst_file_name(file.number()));
+    open_table_desc(tables, fs, dir, cache, file.desc())
+}
+
+/// [`open_table`] for a file known by its description (a job's output,
+/// before any version holds it).
+pub(super) fn open_table_desc(
+    tables: &super::table_cache::TableCache,
+    fs: &dyn strata_fs::FileSystem,
+    dir: &std::path::Path,
+    cache: Option<&std::sync::Arc<crate::cache::BlockCache>>,
+    desc: &crate::version::FileDesc,
+) -> Result<crate::sst::SstReader> {
+    tables.get(desc.number, || {
+        let path = dir.join(crate::compaction::sst_file_name(desc.number));
         // An ingested file's entries are stored at seqno 0 and read at the
         // seqno its version records (`docs/lsm.md`, "Ingestion"); every
         // other file reads as stored.
         crate::sst::SstReader::open_assigned(
             fs,
             &path,
-            file.number(),
+            desc.number,
             cache.cloned(),
-            file.desc().largest_seqno,
+            desc.largest_seqno,
         )
     })
 }
