@@ -155,6 +155,8 @@ pub struct KvSettings {
     /// files (Strata's `min_blob_size`, RocksDB's BlobDB `min_blob_size`,
     /// fjall's `separation_threshold`); `None` keeps every value inline.
     pub blob_min_bytes: Option<u64>,
+    /// Whether blob garbage collection runs (with separation on).
+    pub blob_gc: bool,
 }
 
 impl Default for KvSettings {
@@ -171,6 +173,7 @@ impl Default for KvSettings {
             block_cache_bytes: 512 << 20,
             background_threads: 2,
             blob_min_bytes: None,
+            blob_gc: true,
         }
     }
 }

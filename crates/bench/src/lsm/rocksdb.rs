@@ -52,7 +52,7 @@ pub(crate) fn options(s: &KvSettings) -> (Options, Cache) {
         // GC in compaction (its defaults: age cutoff 0.25).
         o.set_enable_blob_files(true);
         o.set_min_blob_size(min);
-        o.set_enable_blob_gc(true);
+        o.set_enable_blob_gc(s.blob_gc);
         o.set_blob_compression_type(if s.lz4 {
             DBCompressionType::Lz4
         } else {

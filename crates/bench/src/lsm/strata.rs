@@ -45,6 +45,12 @@ pub fn options(s: &KvSettings) -> Options {
     cf.compaction.level0_compaction_trigger = s.level0_compaction_trigger;
     cf.blob.min_blob_size = s.blob_min_bytes;
     cf.blob.compression = cf.table.compression;
+    if !s.blob_gc {
+        // Only files no SST references any more are dropped.
+        cf.blob.garbage_ratio = 1.0;
+        cf.blob.space_amp_target = 10.0;
+        cf.blob.space_amp_limit = 10.0;
+    }
     o
 }
 

@@ -212,7 +212,13 @@ impl Db {
         let seqno = inner.read_seqno(options);
         let rs = state.installer.load_full();
         let (lower, upper) = effective_bounds(options);
-        let mut sources: Vec<Source> = Vec::new();
+        // Sized up front: every source is known here, and a growing vector's
+        // reallocations took the allocator's arena lock, which a reader
+        // then waited for behind background threads (the 1 ms tail of
+        // iterator creation, traced with perf sched_switch).
+        let l0_files = rs.version.level(0).map_or(0, |l| l.len());
+        let mut sources: Vec<Source> =
+            Vec::with_capacity(1 + rs.immutables.len() + l0_files + rs.version.num_levels());
         let mut tombstones: Vec<RangeTombstone> = Vec::new();
         for mem in std::iter::once(&rs.active).chain(rs.immutables.iter()) {
             tombstones.extend(mem.range_tombstones(seqno));
@@ -247,6 +253,8 @@ impl Db {
                 sources.push(Box::new(iter));
             }
         }
+        let level_lower: Option<Arc<[u8]>> = lower.as_deref().map(Arc::from);
+        let level_upper: Option<Arc<[u8]>> = upper.as_deref().map(Arc::from);
         let mut flagged = Vec::new();
         for level in 1..rs.version.num_levels() {
             let Some(files) = rs.version.level(level).filter(|l| !l.is_empty()) else {
@@ -262,8 +270,8 @@ impl Db {
             }
             sources.push(Box::new(LevelIterator::new(
                 files.clone(),
-                lower.clone(),
-                upper.clone(),
+                level_lower.clone(),
+                level_upper.clone(),
                 opener.clone(),
             )));
         }

@@ -45,9 +45,11 @@ impl<T: FileOpener> FileOpener for Arc<T> {
 /// One sorted level as one source; see the module doc.
 pub struct LevelIterator<O: FileOpener> {
     level: Level,
-    /// User-key bounds: `lower` inclusive, `upper` exclusive.
-    lower: Option<Vec<u8>>,
-    upper: Option<Vec<u8>>,
+    /// User-key bounds: `lower` inclusive, `upper` exclusive. Shared: an
+    /// iterator has one source per level, and a copy of each bound per
+    /// level was an allocation apiece at every iterator creation.
+    lower: Option<Arc<[u8]>>,
+    upper: Option<Arc<[u8]>>,
     opener: O,
     /// The file the cursor is in, and its iterator (`None`: the file was
     /// ruled out, or the cursor is off the level).
@@ -68,7 +70,12 @@ impl<O: FileOpener> std::fmt::Debug for LevelIterator<O> {
 impl<O: FileOpener> LevelIterator<O> {
     /// A cursor over `level` (a sorted level) within the user-key bounds;
     /// not positioned until a seek.
-    pub fn new(level: Level, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>, opener: O) -> Self {
+    pub fn new(
+        level: Level,
+        lower: Option<Arc<[u8]>>,
+        upper: Option<Arc<[u8]>>,
+        opener: O,
+    ) -> Self {
         LevelIterator {
             level,
             lower,

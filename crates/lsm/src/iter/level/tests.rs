@@ -205,7 +205,12 @@ proptest! {
             upper: upper.clone(),
             opened: std::cell::Cell::new(0),
         };
-        let mut it = LevelIterator::new(level, lower, upper, opener);
+        let mut it = LevelIterator::new(
+            level,
+            lower.map(Arc::from),
+            upper.map(Arc::from),
+            opener,
+        );
         prop_assert_eq!(it.opener.opened.get(), 0, "a file opened at creation");
         let mut at: Option<usize> = None;
         for op in ops {
