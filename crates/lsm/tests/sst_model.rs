@@ -149,7 +149,10 @@ proptest! {
         // Bounds.
         let (lower, upper) = bounds;
         let want = bounded(&m, &lower, &upper);
-        let mut it = r.iter_bounded(lower.clone(), upper.clone());
+        let mut it = r.iter_bounded(
+            lower.as_deref().map(std::sync::Arc::from),
+            upper.as_deref().map(std::sync::Arc::from),
+        );
         prop_assert_eq!(&scan_forward(&mut it).unwrap(), &want);
         prop_assert_eq!(&scan_backward(&mut it).unwrap(), &want);
         for (k, snap) in &probes {

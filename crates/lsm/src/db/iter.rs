@@ -234,13 +234,16 @@ impl Db {
         // source that opens its files as the cursor reaches them; only its
         // files that may hold range tombstones are opened here, for those.
         // One opener for every level: no copy of the bounds per level.
+        // The bounds are shared by every source (no copy per level or file).
+        let shared_lower: Option<Arc<[u8]>> = lower.as_deref().map(Arc::from);
+        let shared_upper: Option<Arc<[u8]>> = upper.as_deref().map(Arc::from);
         let opener = Arc::new(TableOpener {
             tables: inner.tables.clone(),
             fs: inner.fs.clone(),
             dir: inner.dir.clone(),
             cache: inner.cache.clone(),
-            lower: lower.clone(),
-            upper: upper.clone(),
+            lower: shared_lower.clone(),
+            upper: shared_upper.clone(),
             prefix: options.prefix.clone(),
         });
         for file in rs
@@ -253,8 +256,6 @@ impl Db {
                 sources.push(Box::new(iter));
             }
         }
-        let level_lower: Option<Arc<[u8]>> = lower.as_deref().map(Arc::from);
-        let level_upper: Option<Arc<[u8]>> = upper.as_deref().map(Arc::from);
         let mut flagged = Vec::new();
         for level in 1..rs.version.num_levels() {
             let Some(files) = rs.version.level(level).filter(|l| !l.is_empty()) else {
@@ -270,8 +271,8 @@ impl Db {
             }
             sources.push(Box::new(LevelIterator::new(
                 files.clone(),
-                level_lower.clone(),
-                level_upper.clone(),
+                shared_lower.clone(),
+                shared_upper.clone(),
                 opener.clone(),
             )));
         }
@@ -298,8 +299,8 @@ struct TableOpener {
     fs: Arc<dyn strata_fs::FileSystem>,
     dir: std::path::PathBuf,
     cache: Option<Arc<crate::cache::BlockCache>>,
-    lower: Option<Vec<u8>>,
-    upper: Option<Vec<u8>>,
+    lower: Option<Arc<[u8]>>,
+    upper: Option<Arc<[u8]>>,
     prefix: Option<Vec<u8>>,
 }
 

@@ -264,8 +264,10 @@ impl Cursor for Box<dyn Cursor> {
 #[derive(Debug)]
 pub struct SstIter {
     data: TwoLevel<IndexCursor>,
-    lower: Option<Vec<u8>>,
-    upper: Option<Vec<u8>>,
+    /// Shared with the other sources of a database iterator (no copy per
+    /// file).
+    lower: Option<Arc<[u8]>>,
+    upper: Option<Arc<[u8]>>,
     /// The current entry is within bounds and well-formed.
     positioned: bool,
     seqno: SeqNo,
@@ -297,8 +299,8 @@ enum Expect {
 impl SstIter {
     pub(super) fn new(
         reader: Arc<ReaderInner>,
-        lower: Option<Vec<u8>>,
-        upper: Option<Vec<u8>>,
+        lower: Option<Arc<[u8]>>,
+        upper: Option<Arc<[u8]>>,
     ) -> SstIter {
         let global_seqno = reader.global_seqno;
         let top = reader.index_top.iter();

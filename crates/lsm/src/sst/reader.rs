@@ -458,7 +458,7 @@ impl SstReader {
 
     /// An iterator over the entries whose user key is in `[lower, upper)`
     /// (either bound may be absent).
-    pub fn iter_bounded(&self, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> SstIter {
+    pub fn iter_bounded(&self, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> SstIter {
         SstIter::new(Arc::clone(&self.inner), lower, upper)
     }
 }
