@@ -395,12 +395,13 @@ const ALLOCATE_PIECE_BYTES: u64 = 8 << 20;
 /// ...and pauses this long between pieces.
 const ALLOCATE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Preallocates a fresh file to `len` bytes a few MiB at a time. The blocks
-/// and extents of one 128 MiB `fallocate` go into one journal transaction,
-/// and the leader's next sync, which commits the journal, waited for all of
-/// it: 5-8 ms once per fresh file at 100,000 groups (M-100K traced), where
-/// a sync takes a few hundred microseconds. In pieces, with pauses, each
-/// of the leader's syncs carries at most one piece.
+/// Preallocates a fresh file to `len` bytes a few MiB at a time. At 100,000
+/// groups (M-100K, traced) one leader sync per fresh file took 5-8 ms, where
+/// a sync takes a few hundred microseconds, while the preparer made the file:
+/// one 128 MiB `fallocate` (the allocation of 32,768 blocks and their
+/// metadata in one call), a directory sync and the file's sync. In pieces,
+/// with pauses, the allocation's metadata work is spread out, and the
+/// leader's syncs meet at most one piece of it.
 fn allocate_gently(file: &dyn File, len: u64) -> std::io::Result<()> {
     let mut at = 0;
     while at < len {
