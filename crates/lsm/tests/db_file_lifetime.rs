@@ -218,8 +218,7 @@ fn reads_over_more_files_than_may_be_open_reopen_them() {
 
 /// A flush's and a compaction's new files are in the table cache before
 /// their version is installed, so the first reads of a new version do not
-/// pay for opening them (it was the tail of iterator creation and gets
-/// while flushes ran); files a compaction removed are closed.
+/// pay for opening them; files a compaction removed are closed.
 #[test]
 fn a_jobs_new_files_are_open_before_their_first_read() {
     let fs = MemFs::new();

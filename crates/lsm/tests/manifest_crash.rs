@@ -79,44 +79,78 @@ fn round_trip_and_no_current_is_none() {
     assert_eq!(contents(&*fs), want);
 }
 
+/// One power-cut case: a new manifest, `appends` acknowledged appends (with
+/// `vouch`, the engine's unsynced marker after the snapshot and after each
+/// append, checked to cost no sync of its own), then, if given, an append
+/// whose sync fails (never acknowledged), then `crash`. Returns what the
+/// manifest reads back, what was acknowledged, and that plus the torn
+/// append.
+fn power_cut(
+    crash: CrashMode,
+    appends: u64,
+    vouch: bool,
+    torn: Option<Vec<ManifestRecord>>,
+) -> (
+    Vec<ManifestRecord>,
+    Vec<ManifestRecord>,
+    Vec<ManifestRecord>,
+) {
+    let fs = mem();
+    let faulty = Arc::new(FaultFs::new(fs.clone()));
+    let mut w = ManifestWriter::create(faulty.clone(), Path::new(DIR), 3, &snapshot()).unwrap();
+    if vouch {
+        let syncs = fs.sync_count();
+        w.vouch().unwrap();
+        assert_eq!(fs.sync_count(), syncs, "vouch must not sync");
+    }
+    let mut want = snapshot();
+    for i in 0..appends {
+        let syncs = fs.sync_count();
+        w.append(&record(i)).unwrap();
+        if vouch {
+            w.vouch().unwrap();
+        }
+        assert_eq!(fs.sync_count(), syncs + 1, "one sync per append");
+        want.extend(record(i));
+    }
+    let mut whole = want.clone();
+    if let Some(torn) = torn {
+        faulty.fail_once_after(Op::SyncData, 0, 5);
+        assert!(w.append(&torn).is_err());
+        whole.extend(torn);
+    }
+    fs.crash(crash);
+    let got = read_current(&*fs, Path::new(DIR))
+        .unwrap_or_else(|e| panic!("{crash:?}: {e}"))
+        .unwrap()
+        .records;
+    (got, want, whole)
+}
+
+fn crash_modes(seed: u64) -> [CrashMode; 3] {
+    [
+        CrashMode::DropUnsynced,
+        CrashMode::KeepRandomPrefix { seed },
+        CrashMode::KeepRandomPages { seed },
+    ]
+}
+
 #[test]
 fn every_acknowledged_append_survives_and_a_torn_one_is_whole_or_absent() {
     let (mut absent, mut whole_seen) = (false, false);
     for seed in 0..60u64 {
-        for crash in [
-            CrashMode::DropUnsynced,
-            CrashMode::KeepRandomPrefix { seed },
-            CrashMode::KeepRandomPages { seed },
-        ] {
-            let fs = mem();
-            let faulty = Arc::new(FaultFs::new(fs.clone()));
-            let mut w =
-                ManifestWriter::create(faulty.clone(), Path::new(DIR), 3, &snapshot()).unwrap();
-            let mut want = snapshot();
-            for i in 0..seed % 5 {
-                w.append(&record(i)).unwrap();
-                want.extend(record(i));
-            }
-            // The torn append: written, but the power goes before its sync
-            // (which fails here, so it is never acknowledged). Large enough,
-            // for some seeds, to span pages.
+        for crash in crash_modes(seed) {
+            // The torn append: written, but the power goes before its sync.
+            // Large enough, for some seeds, to span pages.
             let torn: Vec<ManifestRecord> = (0..1 + seed * 7).flat_map(record).collect();
-            faulty.fail_once_after(Op::SyncData, 0, 5);
-            assert!(w.append(&torn).is_err());
-            fs.crash(crash);
-            let case = format!("seed {seed}, {crash:?}");
-            let c = read_current(&*fs, Path::new(DIR))
-                .unwrap_or_else(|e| panic!("{case}: {e}"))
-                .unwrap();
-            let mut whole = want.clone();
-            whole.extend(torn);
+            let (got, want, whole) = power_cut(crash, seed % 5, false, Some(torn));
             assert!(
-                c.records == want || c.records == whole,
-                "{case}: {} records",
-                c.records.len()
+                got == want || got == whole,
+                "seed {seed}, {crash:?}: {} records",
+                got.len()
             );
-            absent |= c.records == want;
-            whole_seen |= c.records == whole;
+            absent |= got == want;
+            whole_seen |= got == whole;
         }
     }
     assert!(absent && whole_seen);
@@ -132,11 +166,7 @@ fn a_crash_before_current_switches_leaves_the_old_manifest_in_use() {
         (Op::SyncDir, 1),
     ] {
         for seed in 0..20u64 {
-            for crash in [
-                CrashMode::DropUnsynced,
-                CrashMode::KeepRandomPrefix { seed },
-                CrashMode::KeepRandomPages { seed },
-            ] {
+            for crash in crash_modes(seed) {
                 let fs = mem();
                 let faulty = Arc::new(FaultFs::new(fs.clone()));
                 let mut w =
@@ -242,47 +272,19 @@ fn a_bad_current_is_corruption() {
 fn an_unsynced_vouching_marker_costs_no_sync_and_a_power_cut_loses_nothing() {
     let (mut absent, mut whole_seen) = (false, false);
     for seed in 0..60u64 {
-        for crash in [
-            CrashMode::DropUnsynced,
-            CrashMode::KeepRandomPrefix { seed },
-            CrashMode::KeepRandomPages { seed },
-        ] {
-            let fs = mem();
-            let faulty = Arc::new(FaultFs::new(fs.clone()));
-            let mut w =
-                ManifestWriter::create(faulty.clone(), Path::new(DIR), 3, &snapshot()).unwrap();
-            let syncs = fs.sync_count();
-            w.vouch().unwrap();
-            assert_eq!(fs.sync_count(), syncs, "vouch must not sync");
-            let mut want = snapshot();
-            for i in 0..1 + seed % 4 {
-                let syncs = fs.sync_count();
-                w.append(&record(i)).unwrap();
-                w.vouch().unwrap();
-                assert_eq!(fs.sync_count(), syncs + 1, "one sync per vouched append");
-                want.extend(record(i));
-            }
-            let case = format!("seed {seed}, {crash:?}");
+        for crash in crash_modes(seed) {
             // Half the cases end on a marker; the others on a torn append
-            // after it, whose sync fails (never acknowledged).
-            let torn: Vec<ManifestRecord> = (0..1 + seed * 5).flat_map(record).collect();
-            if seed % 2 == 1 {
-                faulty.fail_once_after(Op::SyncData, 0, 5);
-                assert!(w.append(&torn).is_err(), "{case}");
-            }
-            fs.crash(crash);
-            let c = read_current(&*fs, Path::new(DIR))
-                .unwrap_or_else(|e| panic!("{case}: {e}"))
-                .unwrap();
-            let mut whole = want.clone();
-            whole.extend(torn);
+            // after it.
+            let tear = seed % 2 == 1;
+            let torn = tear.then(|| (0..1 + seed * 5).flat_map(record).collect());
+            let (got, want, whole) = power_cut(crash, 1 + seed % 4, true, torn);
             assert!(
-                c.records == want || (seed % 2 == 1 && c.records == whole),
-                "{case}: {} records",
-                c.records.len()
+                got == want || (tear && got == whole),
+                "seed {seed}, {crash:?}: {} records",
+                got.len()
             );
-            absent |= seed % 2 == 1 && c.records == want;
-            whole_seen |= c.records == whole;
+            absent |= tear && got == want;
+            whole_seen |= tear && got == whole;
         }
     }
     assert!(absent && whole_seen);

@@ -144,6 +144,13 @@ pub fn ingest_to(
     let keys_per_file = keys_per_file.max(1);
     let mut progress = Progress::new(first);
     let mut files = engine.live_files()?;
+    // A run that stopped midway may have left external files behind.
+    match std::fs::remove_dir_all(external_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(BenchError::io("remove dir", external_dir)(e));
+        }
+        _ => {}
+    }
     std::fs::create_dir_all(external_dir).map_err(BenchError::io("create dir", external_dir))?;
     while files < target {
         let count = (target - files).min(INGEST_FILES);

@@ -78,11 +78,15 @@ impl Timed {
     }
 
     /// Records `d`, timed within a call that began when the thread had
-    /// been preempted `preempted_before` times.
-    fn record(&mut self, d: Duration, preempted_before: u64) {
+    /// been preempted `preempted_before` times (a slow call is counted as
+    /// not preempted only when both counts were read).
+    fn record(&mut self, d: Duration, preempted_before: Option<u64>) {
         let nanos = (d.as_nanos() as u64).clamp(1, LATENCY_MAX_NANOS);
         self.h.saturating_record(nanos);
-        if nanos >= SLOW_NANOS && involuntary_switches() == preempted_before {
+        if nanos >= SLOW_NANOS
+            && preempted_before.is_some()
+            && involuntary_switches() == preempted_before
+        {
             self.slow_unpreempted += 1;
         }
     }
@@ -94,16 +98,16 @@ impl Timed {
 }
 
 /// Times the calling thread was preempted so far (`getrusage`'s
-/// involuntary context switches of this thread).
-fn involuntary_switches() -> u64 {
+/// involuntary context switches of this thread); `None` if it failed.
+fn involuntary_switches() -> Option<u64> {
     // SAFETY: `getrusage` writes the struct it is given and nothing else;
     // a zeroed `rusage` is a valid value of that plain C struct.
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
-            return u64::MAX;
+            return None;
         }
-        ru.ru_nivcsw as u64
+        Some(ru.ru_nivcsw as u64)
     }
 }
 

@@ -101,11 +101,11 @@ impl DbInner {
     }
 
     /// Opens a job's new SST files into the table cache before the job
-    /// installs them, so that the first reads of a new version do not pay
-    /// for the open (a descriptor, the footer, index and filter blocks):
-    /// on the read path it was the tail of iterator creation and of gets
-    /// while flushes ran. A file that fails to open here is left to the
-    /// read that needs it, which reports the error.
+    /// installs them, as RocksDB does when it verifies a new table, so that
+    /// the first reads of a new version do not pay for the open (a
+    /// descriptor, the footer, index and filter blocks) on the read path. A
+    /// file that fails to open here is left to the read that needs it, which
+    /// reports the error.
     pub(super) fn warm_tables<'a>(
         &self,
         added: impl IntoIterator<Item = &'a crate::version::FileDesc>,
