@@ -18,6 +18,7 @@
 #   VALUE      value bytes [16K]
 #   MIN_BLOB   separation threshold [4K]
 #   THREADS    reader threads of readwhilewriting [1]
+#   OPS        operations of overwrite and readwhilewriting [one per key]
 #   DIR        data directory, on the disk to measure [./strata-data/lsm-blob-gc]
 #   OUT        output directory [target/lsm-blob-gc/<date>-<time>]
 
@@ -29,6 +30,7 @@ TOTAL=${TOTAL:-4G}
 VALUE=${VALUE:-16K}
 MIN_BLOB=${MIN_BLOB:-4K}
 THREADS=${THREADS:-1}
+OPS=${OPS:-}
 DIR=${DIR:-./strata-data/lsm-blob-gc}
 OUT=${OUT:-target/lsm-blob-gc/$(date +%Y%m%d-%H%M%S)}
 
@@ -41,6 +43,7 @@ mkdir -p "$OUT" "$DIR"
 common=(lsm --engines strata --workloads fillrandom,overwrite,readwhilewriting
     --total-bytes "$TOTAL" --key-bytes 16 --value-bytes "$VALUE"
     --blob-min-size "$MIN_BLOB" --threads "$THREADS" --dir "$DIR" --json)
+if [[ -n $OPS ]]; then common+=(--ops "$OPS"); fi
 
 failed=0
 for ((round = 1; round <= RUNS; round++)); do

@@ -137,6 +137,9 @@ fn options_out_of_bounds_are_refused_before_any_io() {
     o.background_threads = 0;
     invalid(open(&fs, o).map(|_| ()));
     let mut o = small_options();
+    o.compaction_nice = 20;
+    invalid(open(&fs, o).map(|_| ()));
+    let mut o = small_options();
     o.default_column_family.write_buffer_bytes = 1;
     invalid(open(&fs, o).map(|_| ()));
     let mut o = small_options();

@@ -108,6 +108,10 @@ pub struct LsmArgs {
     /// Flush and compaction threads of every engine.
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub(super) background_threads: usize,
+    /// Strata's `compaction_nice`: how much lower its compaction threads'
+    /// CPU priority is (0 to 19). The peers' threads keep the process's.
+    #[arg(long, default_value_t = 10, value_parser = RangedU64ValueParser::<u8>::new().range(0..=19))]
+    pub(super) compaction_nice: u8,
     /// Key-value separation in every engine: values of at least this many
     /// bytes go to blob files (Strata, RocksDB's BlobDB, fjall's blobs).
     /// Off unless given.
@@ -145,6 +149,7 @@ impl LsmArgs {
             lz4: self.compression == OnOff::On,
             block_cache_bytes: self.block_cache,
             background_threads: self.background_threads,
+            compaction_nice: self.compaction_nice,
             blob_min_bytes: self.blob_min_size,
             blob_gc: self.blob_gc == OnOff::On,
         }

@@ -151,6 +151,9 @@ pub struct KvSettings {
     pub block_cache_bytes: u64,
     /// Threads for flushes and compactions.
     pub background_threads: usize,
+    /// Strata's compaction threads run this much nicer (the peers' keep
+    /// the process's priority).
+    pub compaction_nice: u8,
     /// Key-value separation: values of at least this many bytes go to blob
     /// files (Strata's `min_blob_size`, RocksDB's BlobDB `min_blob_size`,
     /// fjall's `separation_threshold`); `None` keeps every value inline.
@@ -172,6 +175,7 @@ impl Default for KvSettings {
             lz4: true,
             block_cache_bytes: 512 << 20,
             background_threads: 2,
+            compaction_nice: 10,
             blob_min_bytes: None,
             blob_gc: true,
         }

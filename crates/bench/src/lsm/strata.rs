@@ -28,6 +28,7 @@ pub fn options(s: &KvSettings) -> Options {
     let mut o = Options {
         block_cache_bytes: s.block_cache_bytes,
         background_threads: s.background_threads,
+        compaction_nice: s.compaction_nice,
         ..Options::default()
     };
     let cf = &mut o.default_column_family;

@@ -2,6 +2,15 @@
 //! compactions, the scheduling state they share, the listeners told of
 //! what finished, and the deletion of files no version reaches any more.
 //!
+//! With two threads or more the pool is split by role. Flush threads (a
+//! quarter of the pool, at least one) keep the process's CPU priority:
+//! writers wait for them once memtables pile up. Compaction threads, blob
+//! GC included, run `Options::compaction_nice` lower, so that on a busy
+//! machine their work takes the CPU the foreground leaves rather than
+//! preempting reads and writes; the write stalls of L0 still hold writers
+//! back when compaction falls behind. A pool of one thread does everything
+//! at the process's priority.
+//!
 //! `Background::state` is taken before only leaf locks: picking a
 //! compaction loads a version (lock-free) and asks whether writers are idle
 //! (the counters' own leaf lock).
@@ -102,17 +111,39 @@ pub(crate) struct Background {
     changed: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
     max_compactions: usize,
+    flush_threads: usize,
+}
+
+/// What a pool thread takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Flushes first, then compactions: the only thread of the pool.
+    Any,
+    /// Flushes only.
+    Flush,
+    /// Compactions only, at a lower CPU priority.
+    Compaction,
 }
 
 impl Background {
     pub fn new(threads: usize) -> Background {
+        let flush_threads = if threads < 2 { 0 } else { (threads / 4).max(1) };
         Background {
             state: Mutex::new(BgState::default()),
             work: Condvar::new(),
             changed: Condvar::new(),
             threads: Mutex::new(Vec::new()),
-            // One thread is kept for flushes whenever there are two.
-            max_compactions: threads.saturating_sub(1).max(1),
+            max_compactions: threads.saturating_sub(flush_threads).max(1),
+            flush_threads,
+        }
+    }
+
+    /// The role of thread `i` of the pool.
+    fn role(&self, i: usize) -> Role {
+        match self.flush_threads {
+            0 => Role::Any,
+            n if i < n => Role::Flush,
+            _ => Role::Compaction,
         }
     }
 
@@ -218,15 +249,50 @@ pub(crate) fn start(db: &Arc<DbInner>) {
     let mut threads = db.bg.threads.lock();
     for i in 0..db.options.background_threads {
         let db = db.clone();
+        let role = db.bg.role(i);
+        let name = match role {
+            Role::Any => format!("strata-lsm-bg-{i}"),
+            Role::Flush => format!("strata-lsm-flush-{i}"),
+            Role::Compaction => format!("strata-lsm-compact-{i}"),
+        };
         let t = std::thread::Builder::new()
-            .name(format!("strata-lsm-bg-{i}"))
-            .spawn(move || worker(&db))
+            .name(name)
+            .spawn(move || {
+                if role == Role::Compaction {
+                    lower_cpu_priority(db.options.compaction_nice);
+                }
+                worker(&db, role)
+            })
             .expect("spawning a background thread");
         threads.push(t);
     }
 }
 
-fn worker(db: &DbInner) {
+/// Raises the calling thread's nice value by `by` (at most to 19). Raising
+/// it needs no privilege; a failure leaves the thread as it was, which
+/// costs the foreground CPU but nothing else.
+#[cfg(target_os = "linux")]
+fn lower_cpu_priority(by: u8) {
+    if by == 0 {
+        return;
+    }
+    // SAFETY: plain system calls on the calling thread; on Linux the nice
+    // value of `PRIO_PROCESS` with a thread id is that thread's own.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let mut now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if now == -1 && *libc::__errno_location() != 0 {
+            now = 0;
+        }
+        libc::setpriority(libc::PRIO_PROCESS, tid, (now + i32::from(by)).min(19));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_cpu_priority(_by: u8) {}
+
+fn worker(db: &DbInner, role: Role) {
     loop {
         let job = {
             let mut s = db.bg.state.lock();
@@ -234,7 +300,7 @@ fn worker(db: &DbInner) {
                 if s.stop {
                     return;
                 }
-                if let Some(job) = next_job(db, &mut s) {
+                if let Some(job) = next_job(db, &mut s, role) {
                     break job;
                 }
                 if db.bg.work.wait_for(&mut s, IDLE_POLL).timed_out() {
@@ -282,18 +348,21 @@ fn worker(db: &DbInner) {
     }
 }
 
-/// The next job: a flush first, then a compaction of a queued family whose
-/// score calls for one. Nothing once writes are stopped by an error.
-fn next_job(db: &DbInner, s: &mut BgState) -> Option<Job> {
+/// The next job for a thread of `role`: a flush first, then a compaction
+/// of a queued family whose score calls for one. Nothing once writes are
+/// stopped by an error.
+fn next_job(db: &DbInner, s: &mut BgState, role: Role) -> Option<Job> {
     if db.stopped.load(std::sync::atomic::Ordering::Acquire) {
         return None;
     }
-    if let Some(at) = s.flush_queue.iter().position(|cf| !s.flushing.contains(cf)) {
-        let cf = s.flush_queue.remove(at).expect("position is in range");
-        s.flushing.insert(cf);
-        return Some(Job::Flush(cf));
+    if role != Role::Compaction {
+        if let Some(at) = s.flush_queue.iter().position(|cf| !s.flushing.contains(cf)) {
+            let cf = s.flush_queue.remove(at).expect("position is in range");
+            s.flushing.insert(cf);
+            return Some(Job::Flush(cf));
+        }
     }
-    if s.compactions_running >= db.bg.max_compactions {
+    if role == Role::Flush || s.compactions_running >= db.bg.max_compactions {
         return None;
     }
     while let Some(id) = s.compact_queue.pop_front() {

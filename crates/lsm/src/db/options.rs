@@ -26,8 +26,16 @@ pub struct Options {
     /// Bytes of the block cache shared by every SST. Default 256 MiB; 0 turns
     /// it off; at most 1 TiB.
     pub block_cache_bytes: u64,
-    /// Threads that run flushes and compactions. Default 2; 1 to 64.
+    /// Threads that run flushes and compactions. From 2, a quarter of them
+    /// (at least one) run only flushes and the rest only compactions.
+    /// Default 2; 1 to 64.
     pub background_threads: usize,
+    /// How much lower than the process's the CPU priority of the compaction
+    /// threads is, as a Linux nice increment: compactions and blob GC then
+    /// take the CPU reads and writes leave, and flushes, which writers wait
+    /// for, keep the process's priority. Ignored with one background thread
+    /// and off Linux. Default 10; 0 (no change) to 19.
+    pub compaction_nice: u8,
     /// SST files kept open for reads (each a descriptor and its index and
     /// filter blocks); the files read least recently are closed and
     /// reopened when read again. Keep it under the process's open-file
@@ -52,6 +60,7 @@ impl Default for Options {
             recovery_mode: RecoveryMode::default(),
             block_cache_bytes: 256 << 20,
             background_threads: 2,
+            compaction_nice: 10,
             max_open_files: 4096,
             max_manifest_bytes: 64 << 20,
             default_column_family: ColumnFamilyOptions::default(),
@@ -226,6 +235,7 @@ impl Options {
     pub fn validate(&self) -> Result<()> {
         check("block_cache_bytes", self.block_cache_bytes, 0, 1 << 40)?;
         check("background_threads", self.background_threads as u64, 1, 64)?;
+        check("compaction_nice", u64::from(self.compaction_nice), 0, 19)?;
         check("max_open_files", self.max_open_files as u64, 16, 1 << 22)?;
         check(
             "max_manifest_bytes",
