@@ -19,6 +19,7 @@
 #   MIN_BLOB   separation threshold [4K]
 #   THREADS    reader threads of readwhilewriting [1]
 #   OPS        operations of overwrite and readwhilewriting [one per key]
+#   NICE       Strata's --compaction-nice [10]
 #   DIR        data directory, on the disk to measure [./strata-data/lsm-blob-gc]
 #   OUT        output directory [target/lsm-blob-gc/<date>-<time>]
 
@@ -31,6 +32,7 @@ VALUE=${VALUE:-16K}
 MIN_BLOB=${MIN_BLOB:-4K}
 THREADS=${THREADS:-1}
 OPS=${OPS:-}
+NICE=${NICE:-10}
 DIR=${DIR:-./strata-data/lsm-blob-gc}
 OUT=${OUT:-target/lsm-blob-gc/$(date +%Y%m%d-%H%M%S)}
 
@@ -42,7 +44,8 @@ fi
 mkdir -p "$OUT" "$DIR"
 common=(lsm --engines strata --workloads fillrandom,overwrite,readwhilewriting
     --total-bytes "$TOTAL" --key-bytes 16 --value-bytes "$VALUE"
-    --blob-min-size "$MIN_BLOB" --threads "$THREADS" --dir "$DIR" --json)
+    --blob-min-size "$MIN_BLOB" --threads "$THREADS" --dir "$DIR" --json
+    --compaction-nice "$NICE")
 if [[ -n $OPS ]]; then common+=(--ops "$OPS"); fi
 
 failed=0
