@@ -112,6 +112,12 @@ pub struct LsmArgs {
     /// CPU priority is (0 to 19). The peers' threads keep the process's.
     #[arg(long, default_value_t = 10, value_parser = RangedU64ValueParser::<u8>::new().range(0..=19))]
     pub(super) compaction_nice: u8,
+    /// Leave fjall's unsynced writes in its 8 KiB user-space journal buffer
+    /// (fjall's default: a process crash loses them, and most writes make
+    /// no system call). Without it each write reaches the OS before it
+    /// returns, as Strata's and RocksDB's do.
+    #[arg(long)]
+    pub(super) fjall_buffered_journal: bool,
     /// Key-value separation in every engine: values of at least this many
     /// bytes go to blob files (Strata, RocksDB's BlobDB, fjall's blobs).
     /// Off unless given.
@@ -150,6 +156,7 @@ impl LsmArgs {
             block_cache_bytes: self.block_cache,
             background_threads: self.background_threads,
             compaction_nice: self.compaction_nice,
+            fjall_buffered_journal: self.fjall_buffered_journal,
             blob_min_bytes: self.blob_min_size,
             blob_gc: self.blob_gc == OnOff::On,
         }

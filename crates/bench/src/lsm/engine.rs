@@ -154,6 +154,9 @@ pub struct KvSettings {
     /// Strata's compaction threads run this much nicer (the peers' keep
     /// the process's priority).
     pub compaction_nice: u8,
+    /// fjall's unsynced writes stay in its user-space journal buffer (its
+    /// default) instead of reaching the OS before the write returns.
+    pub fjall_buffered_journal: bool,
     /// Key-value separation: values of at least this many bytes go to blob
     /// files (Strata's `min_blob_size`, RocksDB's BlobDB `min_blob_size`,
     /// fjall's `separation_threshold`); `None` keeps every value inline.
@@ -176,6 +179,7 @@ impl Default for KvSettings {
             block_cache_bytes: 512 << 20,
             background_threads: 2,
             compaction_nice: 10,
+            fjall_buffered_journal: false,
             blob_min_bytes: None,
             blob_gc: true,
         }

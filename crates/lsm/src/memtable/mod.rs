@@ -2,9 +2,11 @@
 //! internal key, until a flush turns them into an SST file.
 //!
 //! Built on `crossbeam-skiplist`'s lock-free `SkipMap` (epoch-based memory
-//! reclamation; an arena skiplist as RocksDB's `InlineSkipList` would save an
-//! allocation per entry, but would need `unsafe` code of our own for what a
-//! well-kept crate already does; revisit with a benchmark). Point versions
+//! reclamation; an arena skiplist as RocksDB's `InlineSkipList` would save
+//! the node's allocation too, but would need `unsafe` code of our own for
+//! what a well-kept crate already does). Each entry's key and value are
+//! carved from a per-thread block (`entry_key.rs`), so an insert allocates
+//! only the skiplist node. Point versions
 //! (puts, deletes, blob indexes) live in one map; range tombstones in a
 //! second, small one, keyed by `(start, seqno)` with the end as the value,
 //! because a tombstone hides keys of older sources too and the read path
@@ -49,8 +51,8 @@ use crate::key::{self, trailer, SeqNo, ValueKind, MAX_SEQNO};
 pub type MemtableId = u64;
 
 /// What an entry costs besides its key and value bytes: the skiplist node
-/// (tower of about two links on average, refcount, height), the boxed slice
-/// of key and value, and the allocator's rounding. An estimate: it only
+/// (tower of about two links on average, refcount, height), the handle on
+/// the key and value's bytes, and the allocator's rounding. An estimate: it only
 /// decides when to flush.
 const ENTRY_OVERHEAD_BYTES: usize = 80;
 
