@@ -371,3 +371,78 @@ fn preallocated_files_end_at_their_zeros() {
         assert!(r.cuts.is_empty(), "{mode:?}");
     }
 }
+
+/// The WAL thread allocates a file made ahead a first piece, then keeps the
+/// file in use allocated ahead of its appends as their writebacks start, up
+/// to the size a file reaches at a memtable switch: not that whole size up
+/// front, which left two files' worth of zeros on disk.
+#[test]
+fn allocation_runs_ahead_of_the_appends_in_pieces() {
+    let fs = fs();
+    let most = 64u64 << 20;
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(7));
+    let keeper = keeper::WalKeeper::start(fs.clone(), DIR.into(), next, most).unwrap();
+    let len_of = |path: &Path| fs.open(path, false).map_or(0, |f| f.len().unwrap());
+    let len = |w: &WalWriter| len_of(w.path());
+    // Wait for the thread to make file 7 (a file asked for before it does
+    // is made on the caller's path, unallocated).
+    let first = Path::new(DIR).join(wal_file_name(7));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while len_of(&first) < keeper::ALLOCATE_AHEAD && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut w = keeper.next_file().unwrap();
+    assert_eq!(w.number(), 7);
+    assert_eq!(len(&w), keeper::ALLOCATE_AHEAD, "the first piece only");
+    // Appends with their writebacks handed to the thread, as the engine's
+    // writers do, until past the most a file is allocated to.
+    // Incompressible, so that the file grows by what is appended.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let payload: Vec<u8> = (0..64 << 10)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut appended = 0u64;
+    let mut seen = vec![];
+    while appended < most + (8 << 20) {
+        if let Some(wb) = w.append_deferring_writeback(&[&payload]).unwrap() {
+            keeper.start_writeback(wb);
+            // Let the thread catch up, then look.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let want = (appended + keeper::ALLOCATE_AHEAD).min(most);
+            while len(&w) < want && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            seen.push(len(&w));
+        }
+        appended += payload.len() as u64;
+        // Never more than the piece ahead of what was appended, headers
+        // counted (past the most, the appends themselves grow the file).
+        let l = len(&w);
+        let end = appended + appended / 64 + (4 << 10);
+        assert!(
+            l <= end + keeper::ALLOCATE_AHEAD,
+            "{l} allocated at {appended} appended"
+        );
+    }
+    assert!(seen.windows(2).all(|p| p[0] <= p[1]), "{seen:?}");
+    assert!(
+        seen.iter().any(|l| *l >= most),
+        "allocated up to the most: {seen:?}"
+    );
+    // The next file made ahead has its first piece only.
+    let second = Path::new(DIR).join(wal_file_name(8));
+    while len_of(&second) < keeper::ALLOCATE_AHEAD && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let w2 = keeper.next_file().unwrap();
+    assert_eq!(w2.number(), 8);
+    assert_eq!(len(&w2), keeper::ALLOCATE_AHEAD);
+    keeper.retire(w);
+    keeper.retire(w2);
+    keeper.stop().unwrap();
+}
