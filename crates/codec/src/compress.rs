@@ -214,15 +214,7 @@ mod tests {
 
     #[test]
     fn detects_incompressible() {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let random: Vec<u8> = (0..8192)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let random = strata_test_support::noise(1, 8192);
         assert!(looks_incompressible(&random));
         assert!(!looks_incompressible(&[b'a'; 8192]));
     }

@@ -39,18 +39,7 @@ fn open(fs: &MemFs) -> strata_raftlog::Result<Engine> {
     open_on(Arc::new(fs.clone()), config())
 }
 
-/// `len` bytes no compressor shrinks, different for each `seed`.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use strata_test_support::noise;
 
 fn write_entry(engine: &Engine, group: u64, index: u64, len: usize, sync: bool) -> u64 {
     let mut batch = LogBatch::new();

@@ -14,15 +14,7 @@ fn open(fs: &MemFs) -> Engine {
 
 /// 16 KiB of noise: lz4 cannot shrink it.
 fn noise(seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..16 << 10)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    strata_test_support::noise(seed, 16 << 10)
 }
 
 #[test]

@@ -1,7 +1,11 @@
 //! What the engines' crash tests share. A kill -9 test runs its own test
 //! binary again as a child (one named test, told by an environment
 //! variable where to write), reads the acknowledgements the child prints,
-//! and kills it.
+//! and kills it. Also incompressible test bytes ([`noise`]).
+
+mod noise;
+
+pub use noise::noise;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

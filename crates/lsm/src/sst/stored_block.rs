@@ -96,15 +96,7 @@ mod tests {
     #[test]
     fn round_trip_each_compression_and_raw_fallback() {
         let text: Vec<u8> = b"abcdefgh".repeat(200);
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let noise: Vec<u8> = (0..1600)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = strata_test_support::noise(1, 1600);
         for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
             let (stored, used) = seal(&text, c, 3);
             assert_eq!(used, c);

@@ -397,15 +397,7 @@ fn allocation_runs_ahead_of_the_appends_in_pieces() {
     // Appends with their writebacks handed to the thread, as the engine's
     // writers do, until past the most a file is allocated to.
     // Incompressible, so that the file grows by what is appended.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let payload: Vec<u8> = (0..64 << 10)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let payload = strata_test_support::noise(1, 64 << 10);
     let mut appended = 0u64;
     let mut seen = vec![];
     while appended < most + (8 << 20) {
