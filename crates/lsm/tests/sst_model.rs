@@ -180,3 +180,39 @@ proptest! {
         prop_assert_eq!(&p.smallest_key, &smallest);
     }
 }
+
+/// A point lookup reads an index partition once per open file, then only
+/// data blocks: with no block cache, a second lookup of every key reads
+/// one block each. Counted on the file system.
+#[test]
+fn point_lookups_keep_the_index_partitions_they_read() {
+    let mut m = Model::default();
+    for i in 0..400u32 {
+        let k = format!("key{i:05}").into_bytes();
+        m.entries
+            .insert(InternalKey::new(&k, 1, ValueKind::Put), vec![i as u8; 40]);
+    }
+    let mem = strata_fs::MemFs::new();
+    let path = std::path::Path::new("/t.sst");
+    let options = SstWriterOptions {
+        block_size_bytes: 256,
+        index_partition_bytes: 128,
+        ..SstWriterOptions::default()
+    };
+    write(&mem, path, &m, options);
+    let fs = strata_fs::FaultFs::new(std::sync::Arc::new(mem));
+    let r = strata_lsm::SstReader::open(&fs, path, 1, None).unwrap();
+    assert!(r.properties().index_partitions > 4, "{:?}", r.properties());
+    let read = |r: &strata_lsm::SstReader| {
+        let before = fs.count(strata_fs::Op::Read);
+        for (k, v) in &m.entries {
+            let got = r.get(k.user_key(), 10).unwrap();
+            assert_eq!(got, Some((ValueKind::Put, v.clone())));
+        }
+        fs.count(strata_fs::Op::Read) - before
+    };
+    let first = read(&r);
+    let again = read(&r);
+    assert_eq!(again, m.entries.len() as u64, "one data block per lookup");
+    assert!(first > again, "the first pass read the partitions too");
+}

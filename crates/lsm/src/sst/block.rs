@@ -17,6 +17,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use strata_codec::{DecodeError, Reader};
 
 use crate::key;
@@ -50,6 +51,11 @@ pub struct Block {
     entries: usize,
     order: KeyOrder,
 }
+
+/// A key being rebuilt from its shared prefix: inline up to the size of
+/// most internal keys, so positioning an iterator or decoding a block does
+/// not allocate (a point read makes two iterators).
+type KeyBuf = SmallVec<[u8; 64]>;
 
 /// One decoded entry header: `(shared, unshared, value_len, header_len)`.
 type EntryHeader = (usize, usize, usize, usize);
@@ -121,8 +127,8 @@ impl Block {
         }
         let mut pos = 0;
         let mut next_restart = 0;
-        let mut key: Vec<u8> = Vec::new();
-        let mut prev: Vec<u8> = Vec::new();
+        let mut key = KeyBuf::new();
+        let mut prev = KeyBuf::new();
         let mut entries = 0;
         while pos < restarts_at {
             let (shared, unshared, value_len, header) = entry_header(entries_region, pos)?;
@@ -210,7 +216,7 @@ impl Block {
             current: self.restarts_at,
             next: self.restarts_at,
             restart_index: self.num_restarts,
-            key: Vec::new(),
+            key: KeyBuf::new(),
             value: (0, 0),
         }
     }
@@ -226,7 +232,7 @@ pub struct BlockIter {
     next: usize,
     /// The restart run holding `current`.
     restart_index: usize,
-    key: Vec<u8>,
+    key: KeyBuf,
     value: (usize, usize),
 }
 
