@@ -1,5 +1,6 @@
 //! Byte-level building blocks shared by every Strata engine: fixed-width and
-//! variable-width integers, checksums and block compression (LZ4, zstd).
+//! variable-width integers, checksums and block compression (LZ4, zstd, and
+//! zstd with a trained dictionary).
 //!
 //! Invariants:
 //! - Nothing here does I/O or allocates more than the caller's input implies.
@@ -10,6 +11,7 @@ mod checksum;
 mod compress;
 mod reader;
 mod varint;
+mod zstd_dict;
 
 pub use checksum::{crc32c, crc32c_append, salted_crc32c};
 pub use compress::{
@@ -18,6 +20,7 @@ pub use compress::{
 };
 pub use reader::Reader;
 pub use varint::{put_varint, varint_len, MAX_VARINT_LEN};
+pub use zstd_dict::{zstd_train_dictionary, ZstdDictCompressor, ZstdDictionary};
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

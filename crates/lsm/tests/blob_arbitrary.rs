@@ -21,18 +21,30 @@ use strata_lsm::Compression;
 
 /// A small valid blob file of `n` records.
 fn file_bytes(n: usize, compression: Compression) -> Vec<u8> {
+    file_with(n, compression, 0)
+}
+
+/// A valid blob file of `n` records that trains a zstd dictionary of at
+/// most `dictionary` bytes once `dictionary * 32` bytes of blocks are
+/// written (0: none).
+fn file_with(n: usize, compression: Compression, dictionary: usize) -> Vec<u8> {
     let fs = MemFs::new();
     let path = Path::new("/f.blob");
     let options = BlobWriterOptions {
         block_size_bytes: 200,
         compression,
+        zstd_dictionary_bytes: dictionary,
         ..BlobWriterOptions::default()
     };
     let mut w = BlobFileWriter::create(&fs, path, 1, 0, options).unwrap();
     for i in 0..n {
-        let value = vec![b'a' + (i % 26) as u8; 10 + i * 37 % 300];
-        w.add(format!("k{i:03}").as_bytes(), i as u64 + 1, &value)
-            .unwrap();
+        let value = format!("{{\"n\":{i},\"fill\":\"{}\"}}", "ab".repeat(i * 37 % 150));
+        w.add(
+            format!("k{i:03}").as_bytes(),
+            i as u64 + 1,
+            value.as_bytes(),
+        )
+        .unwrap();
         if w.block_full() {
             w.seal_block().unwrap();
         }
@@ -59,13 +71,16 @@ proptest! {
     #[test]
     fn damaged_files_never_answer_a_wrong_value(
         n in 1usize..20,
-        lz4 in any::<bool>(),
+        kind in 0u8..3,
         at in any::<Index>(),
         what in 0u8..3,
         byte in 1..=255u8,
     ) {
-        let compression = if lz4 { Compression::Lz4 } else { Compression::None };
-        let mut bytes = file_bytes(n, compression);
+        let mut bytes = match kind {
+            0 => file_bytes(n, Compression::None),
+            1 => file_bytes(n, Compression::Lz4),
+            _ => dictionary_file(),
+        };
         let i = at.index(bytes.len());
         match what {
             0 => bytes[i] ^= byte,
@@ -76,11 +91,22 @@ proptest! {
     }
 }
 
+/// A file whose later blocks are compressed with a trained dictionary.
+fn dictionary_file() -> Vec<u8> {
+    static FILE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| file_with(160, Compression::Zstd, 512))
+        .clone()
+}
+
 #[test]
 fn valid_files_walk_and_read_back_whole() {
     for compression in [Compression::None, Compression::Lz4] {
         blob::blob_file(&file_bytes(30, compression));
     }
+    let bytes = dictionary_file();
+    let flags = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
+    assert_eq!(flags, 1, "the file trained no dictionary");
+    blob::blob_file(&bytes);
 }
 
 /// Writes the checked-in fuzz seeds of `blob_ref` and `blob_file`.
@@ -96,6 +122,7 @@ fn write_fuzz_seeds() {
     };
     put("blob_file", "none", &file_bytes(8, Compression::None));
     put("blob_file", "lz4", &file_bytes(8, Compression::Lz4));
+    put("blob_file", "zstd-dictionary", &dictionary_file());
     let r = BlobRef {
         file_number: 12,
         block_offset: 32,

@@ -695,3 +695,67 @@ fn unique_scattered_writes_under_background_compactions_leave_no_garbage() {
     assert_eq!(stats.value_bytes, u64::from(n) * 400, "{stats:?}");
     check_range(&db, 0..n, 1);
 }
+
+/// A value of the kind a zstd dictionary helps: alike records.
+fn record_value(i: u32, round: u64) -> Vec<u8> {
+    format!(
+        "{{\"id\":{i},\"round\":{round},\"name\":\"customer-{:x}\",\"plan\":\"{}\",\
+         \"email\":\"c{i}@example.org\",\"balance\":{}}}",
+        u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40,
+        ["free", "pro", "team"][i as usize % 3],
+        (u64::from(i) * 7919 + round) % 100_000
+    )
+    .into_bytes()
+}
+
+#[test]
+fn values_compressed_with_a_trained_dictionary_read_back_through_compaction_and_reopen() {
+    let mut o = separated_options();
+    o.default_column_family.write_buffer_bytes = 1 << 20;
+    let blob = &mut o.default_column_family.blob;
+    blob.min_blob_size = Some(64);
+    blob.compression = strata_lsm::Compression::Zstd;
+    blob.block_size_bytes = 1024;
+    blob.zstd_dictionary_bytes = 1024;
+    let fs = MemFs::new();
+    let db = open(&fs, o.clone()).unwrap();
+    let cf = db.default_column_family();
+    let n = 3000;
+    let write = |db: &Db, round: u64| {
+        for chunk in (0..n).collect::<Vec<u32>>().chunks(32) {
+            let mut b = WriteBatch::new();
+            for &i in chunk {
+                b.put(cf.id(), &key(i), &record_value(i, round));
+            }
+            db.write(&WriteOptions::default(), &b).unwrap();
+        }
+    };
+    let check = |db: &Db, round: u64, ctx: &str| {
+        let cf = db.default_column_family();
+        for i in 0..n {
+            let got = db.get(&ReadOptions::default(), &cf, &key(i)).unwrap();
+            assert!(got == Some(record_value(i, round)), "{ctx}: key {i}");
+        }
+    };
+    write(&db, 1);
+    db.flush(&cf, true).unwrap();
+    let with_dictionary = files_ending(&fs, ".blob")
+        .iter()
+        .filter(|name| {
+            let number = u64::from_str_radix(name.trim_end_matches(".blob"), 16).unwrap();
+            let path = Path::new(DIR).join(name);
+            strata_lsm::blob::BlobFileReader::open(&fs, &path, number)
+                .unwrap()
+                .dictionary_bytes()
+                > 0
+        })
+        .count();
+    assert!(with_dictionary > 0, "no blob file trained a dictionary");
+    check(&db, 1, "after the flush");
+    write(&db, 2);
+    db.compact_range(&cf, None, None).unwrap();
+    check(&db, 2, "after a full compaction");
+    db.close().unwrap();
+    let db = open(&fs, o).unwrap();
+    check(&db, 2, "after a reopen");
+}

@@ -58,6 +58,13 @@ pub fn dump_blob(
         bytes(f.value_bytes),
         f.data_end
     )?;
+    if reader.dictionary_bytes() > 0 {
+        writeln!(
+            out,
+            "  zstd dictionary of {} after the blocks",
+            bytes(reader.dictionary_bytes() as u64)
+        )?;
+    }
     let mut lines = Vec::new();
     let walked = reader.for_each_record(|r, record| {
         if entries {

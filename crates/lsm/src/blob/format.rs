@@ -34,9 +34,9 @@ pub const FOOTER_LEN: usize = 48;
 /// Bytes of the length that precedes each stored block.
 pub const BLOCK_LEN_PREFIX: usize = 4;
 
-/// Flag bits version 1 understands. None yet: bit 0 is reserved for a
-/// per-file compression dictionary.
-pub const KNOWN_FLAGS: u32 = 0;
+/// Flag bits version 1 understands: bit 0, the file carries a zstd
+/// dictionary (`dictionary.rs`).
+pub const KNOWN_FLAGS: u32 = super::dictionary::FLAG_DICTIONARY;
 
 /// The first byte of every encoded [`BlobRef`]; a later layout takes another.
 const REF_TAG_BLOCK: u8 = 1;

@@ -10,12 +10,13 @@
 //! GC and `strata-ctl`. The bytes are specified in `docs/format/blob.md`.
 //!
 //! One concept per file: `format` (header, footer, records, references),
-//! `writer`, `reader`.
+//! `dictionary` (a file's optional zstd dictionary), `writer`, `reader`.
 //!
 //! Invariants every file of this module keeps: no decoder panics on any
 //! input, and a bad byte is a typed error naming the file and the offset,
 //! never a wrong value.
 
+pub mod dictionary;
 pub mod format;
 mod reader;
 mod writer;

@@ -16,14 +16,19 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use strata_codec::{DecodeError, ZstdDictionary};
 use strata_fs::{File, FileSystem};
 
+use super::dictionary::{
+    decode_section, dictionary_len, COMPRESSION_ZSTD_DICTIONARY, FLAG_DICTIONARY,
+    SECTION_TRAILER_LEN,
+};
 use super::format::{
     decode_record, BlobRecord, BlobRef, Footer, Header, BLOCK_LEN_PREFIX, FOOTER_LEN, HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::sst::format::{BLOCK_TRAILER_LEN, MAX_BLOCK_LEN};
-use crate::sst::{read_exact, unseal_block};
+use crate::sst::{check_block, compressed_parts, read_exact, unseal_checked};
 
 /// An open blob file.
 #[derive(Debug)]
@@ -33,6 +38,8 @@ pub struct BlobFileReader {
     file_number: u64,
     header: Header,
     footer: Footer,
+    /// The file's zstd dictionary, when its header says it has one.
+    dictionary: Option<ZstdDictionary>,
 }
 
 /// A block read and checked: its records, decompressed.
@@ -92,12 +99,18 @@ impl BlobFileReader {
         read_exact(&*file, path, footer_at, &mut foot)?;
         let footer = Footer::decode(&foot)
             .map_err(|e| Error::corruption(path, footer_at, format!("footer: {e}")))?;
-        if footer.data_end != footer_at {
+        let dictionary = if header.flags & FLAG_DICTIONARY != 0 {
+            Some(read_dictionary(&*file, path, footer_at)?)
+        } else {
+            None
+        };
+        let blocks_end = footer_at - dictionary.as_ref().map_or(0, |d| section_len(d.len()));
+        if footer.data_end != blocks_end {
             return Err(Error::corruption(
                 path,
                 footer_at,
                 format!(
-                    "footer says the blocks end at {}, the file at {footer_at}",
+                    "footer says the blocks end at {}, the file at {blocks_end}",
                     footer.data_end
                 ),
             ));
@@ -108,6 +121,7 @@ impl BlobFileReader {
             file_number,
             header,
             footer,
+            dictionary,
         })
     }
 
@@ -199,10 +213,16 @@ impl BlobFileReader {
         Ok(())
     }
 
+    /// Bytes of the file's zstd dictionary (0 without one).
+    pub fn dictionary_bytes(&self) -> usize {
+        self.dictionary.as_ref().map_or(0, ZstdDictionary::len)
+    }
+
     /// Checks and decompresses the stored block read at `offset`.
     fn unseal(&self, offset: u64, stored: &[u8]) -> Result<BlobBlock> {
-        let raw =
-            unseal_block(stored).map_err(|e| self.corruption(offset, format!("block: {e}")))?;
+        let raw = self
+            .decompress(stored)
+            .map_err(|e| self.corruption(offset, format!("block: {e}")))?;
         if raw.is_empty() {
             return Err(self.corruption(offset, "an empty block"));
         }
@@ -211,6 +231,24 @@ impl BlobFileReader {
             stored_len: stored.len() as u32,
             raw,
         })
+    }
+
+    /// A stored block's raw bytes: an SST block's codes, plus zstd with the
+    /// file's dictionary.
+    fn decompress(&self, stored: &[u8]) -> std::result::Result<Vec<u8>, DecodeError> {
+        let (payload, code) = check_block(stored)?;
+        if code != COMPRESSION_ZSTD_DICTIONARY {
+            return unseal_checked(payload, code);
+        }
+        let Some(dictionary) = &self.dictionary else {
+            return Err(DecodeError::invalid(
+                "compression",
+                payload.len(),
+                "zstd with a dictionary, in a file without one",
+            ));
+        };
+        let (raw_len, compressed) = compressed_parts(payload)?;
+        dictionary.decompress(compressed, raw_len)
     }
 
     /// The value `r` points at, which must have been written under `key`.
@@ -304,4 +342,41 @@ impl BlobFileReader {
     fn corruption(&self, offset: u64, reason: impl Into<String>) -> Error {
         Error::corruption(&self.path, offset, reason)
     }
+}
+
+/// Bytes of a dictionary section holding `dictionary_len` bytes.
+fn section_len(dictionary_len: usize) -> u64 {
+    (dictionary_len + SECTION_TRAILER_LEN) as u64
+}
+
+/// Reads and checks the dictionary section that ends at `footer_at`.
+fn read_dictionary(file: &dyn File, path: &Path, footer_at: u64) -> Result<ZstdDictionary> {
+    let corrupt =
+        |offset: u64, e: DecodeError| Error::corruption(path, offset, format!("dictionary: {e}"));
+    let first = (HEADER_LEN + SECTION_TRAILER_LEN) as u64;
+    if footer_at < first {
+        return Err(Error::corruption(
+            path,
+            footer_at,
+            "no room for a dictionary",
+        ));
+    }
+    let trailer_at = footer_at - SECTION_TRAILER_LEN as u64;
+    let mut trailer = [0u8; SECTION_TRAILER_LEN];
+    read_exact(file, path, trailer_at, &mut trailer)?;
+    let len = dictionary_len(&trailer).map_err(|e| corrupt(trailer_at, e))?;
+    let Some(at) = footer_at
+        .checked_sub(section_len(len))
+        .filter(|&at| at >= HEADER_LEN as u64)
+    else {
+        return Err(Error::corruption(
+            path,
+            trailer_at,
+            format!("a {len}-byte dictionary does not fit before the footer"),
+        ));
+    };
+    let mut section = vec![0u8; section_len(len) as usize];
+    read_exact(file, path, at, &mut section)?;
+    let raw = decode_section(&section).map_err(|e| corrupt(at, e))?;
+    Ok(ZstdDictionary::new(raw))
 }

@@ -23,11 +23,17 @@ use std::sync::Arc;
 
 use strata_fs::{File, FileSystem, WritebackPacer};
 
+use strata_codec::{zstd_train_dictionary, ZstdDictCompressor};
+
+use super::dictionary::{
+    encode_section, COMPRESSION_ZSTD_DICTIONARY, FLAG_DICTIONARY, MAX_DICTIONARY_BYTES,
+    MAX_SAMPLE_BYTES, MIN_DICTIONARY_BYTES, SAMPLE_BYTES_PER_DICTIONARY_BYTE,
+};
 use super::format::{encode_record, BlobRef, Footer, Header, BLOCK_LEN_PREFIX, HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, MAX_SEQNO};
 use crate::sst::format::{Compression, MAX_BLOCK_SIZE, MAX_ENTRY_LEN};
-use crate::sst::seal_block;
+use crate::sst::{seal_block, seal_compressed};
 
 /// Bytes buffered before a write to the file.
 const WRITE_BUFFER_BYTES: usize = 256 << 10;
@@ -43,6 +49,11 @@ pub struct BlobWriterOptions {
     pub compression: Compression,
     /// The zstd level, when `compression` is zstd.
     pub zstd_level: i32,
+    /// With zstd: the most bytes of a dictionary the writer trains from the
+    /// file's first blocks and compresses the rest with (0: none). Values
+    /// too small to compress well alone, and alike across a file, gain
+    /// most. Ignored with another compression.
+    pub zstd_dictionary_bytes: usize,
 }
 
 impl Default for BlobWriterOptions {
@@ -51,6 +62,7 @@ impl Default for BlobWriterOptions {
             block_size_bytes: 4 << 10,
             compression: Compression::Lz4,
             zstd_level: strata_codec::ZSTD_DEFAULT_LEVEL,
+            zstd_dictionary_bytes: 0,
         }
     }
 }
@@ -62,6 +74,13 @@ impl BlobWriterOptions {
             return Err(Error::InvalidArgument(
                 "blob options: block_size_bytes must be 1..=16 MiB".into(),
             ));
+        }
+        let dictionary = self.zstd_dictionary_bytes;
+        if dictionary != 0 && !(MIN_DICTIONARY_BYTES..=MAX_DICTIONARY_BYTES).contains(&dictionary) {
+            return Err(Error::InvalidArgument(format!(
+                "blob options: zstd_dictionary_bytes must be 0 or \
+                 {MIN_DICTIONARY_BYTES}..={MAX_DICTIONARY_BYTES}, not {dictionary}"
+            )));
         }
         Ok(())
     }
@@ -97,8 +116,39 @@ pub struct BlobFileWriter {
     /// Each record of the open block: its offset in `block`, its value length.
     block_records: Vec<(u32, u32)>,
     footer: Footer,
+    header: Header,
+    dictionary: Dictionary,
     failed: bool,
     writeback: WritebackPacer,
+}
+
+/// Where a writer stands with its dictionary.
+enum Dictionary {
+    /// None wanted, or none could be trained.
+    Off,
+    /// Gathering the raw blocks (`samples`, each of `sizes`) it will train
+    /// on, and the size each was stored at without a dictionary.
+    Sampling {
+        samples: Vec<u8>,
+        sizes: Vec<usize>,
+        stored: Vec<usize>,
+        budget: usize,
+    },
+    /// Trained: the rest of the file's blocks are compressed with it.
+    Trained {
+        raw: Vec<u8>,
+        compressor: ZstdDictCompressor,
+    },
+}
+
+impl std::fmt::Debug for Dictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dictionary::Off => f.write_str("Off"),
+            Dictionary::Sampling { samples, .. } => write!(f, "Sampling({} bytes)", samples.len()),
+            Dictionary::Trained { raw, .. } => write!(f, "Trained({} bytes)", raw.len()),
+        }
+    }
 }
 
 impl BlobFileWriter {
@@ -120,6 +170,15 @@ impl BlobFileWriter {
         };
         let mut pending = Vec::with_capacity(WRITE_BUFFER_BYTES);
         pending.extend_from_slice(&header.encode());
+        let dictionary = match (options.compression, options.zstd_dictionary_bytes) {
+            (Compression::Zstd, bytes) if bytes > 0 => Dictionary::Sampling {
+                samples: Vec::new(),
+                sizes: Vec::new(),
+                stored: Vec::new(),
+                budget: (bytes * SAMPLE_BYTES_PER_DICTIONARY_BYTE).min(MAX_SAMPLE_BYTES),
+            },
+            _ => Dictionary::Off,
+        };
         Ok(BlobFileWriter {
             path: path.to_path_buf(),
             file,
@@ -131,6 +190,8 @@ impl BlobFileWriter {
             block: Vec::new(),
             block_records: Vec::new(),
             footer: Footer::default(),
+            header,
+            dictionary,
             failed: false,
             writeback: WritebackPacer::new(crate::WRITEBACK_BYTES, 0),
         })
@@ -191,11 +252,7 @@ impl BlobFileWriter {
         if self.block_records.is_empty() {
             return Ok(Vec::new());
         }
-        let (stored, _) = seal_block(
-            &self.block,
-            self.options.compression,
-            self.options.zstd_level,
-        );
+        let stored = self.compress_block();
         let block_offset = self.offset + BLOCK_LEN_PREFIX as u64;
         let block_size = stored.len() as u32;
         self.pending.extend_from_slice(&block_size.to_le_bytes());
@@ -221,6 +278,46 @@ impl BlobFileWriter {
         Ok(refs)
     }
 
+    /// The open block, stored: compressed with the dictionary once there
+    /// is one, and sampled for it while there is not.
+    fn compress_block(&mut self) -> Vec<u8> {
+        if let Dictionary::Trained { compressor, .. } = &mut self.dictionary {
+            let compressed = compressor.compress(&self.block);
+            return seal_compressed(
+                &self.block,
+                compressed.as_deref(),
+                COMPRESSION_ZSTD_DICTIONARY,
+            )
+            .0;
+        }
+        let (block, _) = seal_block(
+            &self.block,
+            self.options.compression,
+            self.options.zstd_level,
+        );
+        if let Dictionary::Sampling {
+            samples,
+            sizes,
+            stored,
+            budget,
+        } = &mut self.dictionary
+        {
+            samples.extend_from_slice(&self.block);
+            sizes.push(self.block.len());
+            stored.push(block.len());
+            if samples.len() >= *budget {
+                self.dictionary = train(
+                    samples,
+                    sizes,
+                    stored,
+                    self.options.zstd_dictionary_bytes,
+                    self.options.zstd_level,
+                );
+            }
+        }
+        block
+    }
+
     /// Writes the footer and syncs the file's data. Refused while records
     /// wait unsealed.
     pub fn finish(mut self) -> Result<BlobFileInfo> {
@@ -232,10 +329,25 @@ impl BlobFileWriter {
             )));
         }
         self.footer.data_end = self.offset;
+        if let Dictionary::Trained { raw, .. } = &self.dictionary {
+            let section = encode_section(raw);
+            self.pending.extend_from_slice(&section);
+            self.offset += section.len() as u64;
+            self.header.flags |= FLAG_DICTIONARY;
+        }
         let footer = self.footer;
         self.pending.extend_from_slice(&footer.encode());
         self.offset += super::format::FOOTER_LEN as u64;
         self.flush()?;
+        if self.header.flags & FLAG_DICTIONARY != 0 {
+            // The header went out before the dictionary existed; its flag
+            // is set now, before the sync that makes the file whole.
+            let written = self.file.write_at(0, &self.header.encode());
+            if let Err(e) = written {
+                self.failed = true;
+                return Err(Error::io("write", &self.path)(e));
+            }
+        }
         let path = self.path.clone();
         let synced = self.file.sync_data().map_err(Error::io("sync", &path));
         if let Err(e) = synced {
@@ -265,6 +377,15 @@ impl BlobFileWriter {
         Ok(())
     }
 
+    /// Bytes of the dictionary this file will carry (0 while sampling or
+    /// without one).
+    pub fn dictionary_bytes(&self) -> usize {
+        match &self.dictionary {
+            Dictionary::Trained { raw, .. } => raw.len(),
+            _ => 0,
+        }
+    }
+
     fn check_usable(&self) -> Result<()> {
         if self.failed {
             return Err(Error::InvalidArgument(format!(
@@ -274,4 +395,47 @@ impl BlobFileWriter {
         }
         Ok(())
     }
+}
+
+/// Sampled blocks a trained dictionary is tried on before it is kept.
+const TRIAL_BLOCKS: usize = 8;
+
+/// Trains the dictionary from the sampled blocks, each stored at `stored`
+/// bytes without it. `Off` when zstd cannot train one (too few or too
+/// alike samples), or when it does not shrink the last sampled blocks by a
+/// twentieth (blocks large enough to hold their own repeats gain nothing,
+/// and measured on alike records at 16 KiB they even grew): the file goes
+/// on without one.
+fn train(
+    samples: &[u8],
+    sizes: &[usize],
+    stored: &[usize],
+    max_bytes: usize,
+    level: i32,
+) -> Dictionary {
+    let Some(raw) = zstd_train_dictionary(samples, sizes, max_bytes) else {
+        return Dictionary::Off;
+    };
+    if !(MIN_DICTIONARY_BYTES..=MAX_DICTIONARY_BYTES).contains(&raw.len()) {
+        return Dictionary::Off;
+    }
+    let Some(mut compressor) = ZstdDictCompressor::new(&raw, level) else {
+        return Dictionary::Off;
+    };
+    let trial = sizes.len().min(TRIAL_BLOCKS);
+    let mut end = samples.len();
+    let (mut with, mut without) = (0, 0);
+    for (size, plain) in sizes.iter().zip(stored).rev().take(trial) {
+        let block = &samples[end - size..end];
+        end -= size;
+        let compressed = compressor.compress(block);
+        with += seal_compressed(block, compressed.as_deref(), COMPRESSION_ZSTD_DICTIONARY)
+            .0
+            .len();
+        without += plain;
+    }
+    if with * 20 > without * 19 {
+        return Dictionary::Off;
+    }
+    Dictionary::Trained { raw, compressor }
 }

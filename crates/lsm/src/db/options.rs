@@ -112,11 +112,18 @@ pub struct BlobOptions {
     /// default) keeps every value inline. Changeable on an open database
     /// (`Db::set_min_blob_size`). 1 byte to 4 GiB.
     pub min_blob_size: Option<u64>,
-    /// Decompressed bytes at which a blob block is sealed. Default 16 KiB;
+    /// Decompressed bytes at which a blob block is sealed. Default 4 KiB;
     /// 1 byte to 16 MiB.
     pub block_size_bytes: usize,
     /// How blob blocks are compressed. Default LZ4.
     pub compression: Compression,
+    /// With zstd compression, each blob file trains a dictionary of at most
+    /// this many bytes from its first blocks (32 bytes of them per byte of
+    /// dictionary, at most 4 MiB) and compresses its later blocks with it:
+    /// for values that compress poorly one block at a time but resemble
+    /// each other (records, JSON). 0 (the default) trains none; otherwise
+    /// 256 bytes to 1 MiB. Ignored with another compression.
+    pub zstd_dictionary_bytes: usize,
     /// A blob file is closed once it reaches this size. Default 256 MiB;
     /// 64 KiB to 64 GiB.
     pub target_file_bytes: u64,
@@ -150,6 +157,7 @@ impl Default for BlobOptions {
             min_blob_size: None,
             block_size_bytes: writer.block_size_bytes,
             compression: writer.compression,
+            zstd_dictionary_bytes: writer.zstd_dictionary_bytes,
             target_file_bytes: 256 << 20,
             garbage_ratio: 0.5,
             space_amp_target: 1.25,
@@ -193,6 +201,7 @@ impl BlobOptions {
         BlobWriterOptions {
             block_size_bytes: self.block_size_bytes,
             compression: self.compression,
+            zstd_dictionary_bytes: self.zstd_dictionary_bytes,
             ..BlobWriterOptions::default()
         }
     }

@@ -48,5 +48,8 @@ pub use properties::{Properties, PropertiesCollector};
 pub use range_del::{decode as decode_range_deletions, RangeTombstone};
 pub(crate) use reader::read_exact;
 pub use reader::SstReader;
+pub(crate) use stored_block::{
+    check as check_block, compressed_parts, seal_compressed, unseal_checked,
+};
 pub use stored_block::{seal as seal_block, unseal as unseal_block};
 pub use writer::{SstFileInfo, SstWriter};

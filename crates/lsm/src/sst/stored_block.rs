@@ -33,19 +33,33 @@ pub fn seal(raw: &[u8], compression: Compression, zstd_level: i32) -> (Vec<u8>, 
         Compression::Lz4 => Some(lz4_compress(raw)),
         Compression::Zstd => zstd_compress(raw, zstd_level),
     };
+    let (stored, code) = seal_compressed(raw, compressed.as_deref(), compression as u8);
+    let used = if code == compression as u8 {
+        compression
+    } else {
+        Compression::None
+    };
+    (stored, used)
+}
+
+/// Stores `raw` as `compressed` under the compression byte `code` when that
+/// saves at least an eighth, else raw (code 0), and appends the trailer.
+/// Returns the stored bytes and the code used. For a file format that adds
+/// codes of its own (a blob file's dictionary).
+pub fn seal_compressed(raw: &[u8], compressed: Option<&[u8]>, code: u8) -> (Vec<u8>, u8) {
     let mut out = Vec::with_capacity(raw.len() + BLOCK_TRAILER_LEN + 10);
     let used = match compressed {
         Some(c) if c.len() + 10 <= raw.len() - raw.len() / 8 => {
             put_varint(&mut out, raw.len() as u64);
-            out.extend_from_slice(&c);
-            compression
+            out.extend_from_slice(c);
+            code
         }
         _ => {
             out.extend_from_slice(raw);
-            Compression::None
+            Compression::None as u8
         }
     };
-    out.push(used as u8);
+    out.push(used);
     let crc = crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     (out, used)
@@ -53,6 +67,13 @@ pub fn seal(raw: &[u8], compression: Compression, zstd_level: i32) -> (Vec<u8>, 
 
 /// Checks a stored block (payload and trailer) and returns its raw bytes.
 pub fn unseal(stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let (payload, code) = check(stored)?;
+    unseal_checked(payload, code)
+}
+
+/// Checks a stored block's checksum and returns its payload and its
+/// compression byte, which is not interpreted.
+pub fn check(stored: &[u8]) -> Result<(&[u8], u8), DecodeError> {
     let Some(payload_len) = stored.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(DecodeError::Truncated {
             offset: 0,
@@ -69,14 +90,26 @@ pub fn unseal(stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
             format!("stored {want:#010x}, computed {got:#010x}"),
         ));
     }
-    let compression = Compression::from_u8(trailer[0]).ok_or_else(|| {
-        DecodeError::invalid("compression", payload_len, format!("{}", trailer[0]))
-    })?;
+    Ok((payload, trailer[0]))
+}
+
+/// The raw bytes of a payload that [`check`] passed, stored under `code`
+/// (one of [`Compression`]'s).
+pub fn unseal_checked(payload: &[u8], code: u8) -> Result<Vec<u8>, DecodeError> {
+    let compression = Compression::from_u8(code)
+        .ok_or_else(|| DecodeError::invalid("compression", payload.len(), format!("{code}")))?;
     let decompress = match compression {
         Compression::None => return Ok(payload.to_vec()),
         Compression::Lz4 => lz4_decompress,
         Compression::Zstd => zstd_decompress,
     };
+    let (raw_len, compressed) = compressed_parts(payload)?;
+    decompress(compressed, raw_len)
+}
+
+/// A compressed payload's raw length, bounded by [`MAX_BLOCK_LEN`], and its
+/// compressed bytes.
+pub fn compressed_parts(payload: &[u8]) -> Result<(usize, &[u8]), DecodeError> {
     let mut r = Reader::new(payload);
     let raw_len = r.varint()?;
     if raw_len > MAX_BLOCK_LEN {
@@ -86,7 +119,7 @@ pub fn unseal(stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
             format!("{raw_len} bytes exceeds the limit of {MAX_BLOCK_LEN}"),
         ));
     }
-    decompress(&payload[r.position()..], raw_len as usize)
+    Ok((raw_len as usize, &payload[r.position()..]))
 }
 
 #[cfg(test)]
