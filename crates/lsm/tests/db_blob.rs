@@ -328,17 +328,6 @@ fn check_range(db: &Db, keys: std::ops::Range<u32>, round: u64) {
     }
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed().as_secs() < 20,
-            "timed out waiting until {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
 /// Blob GC without a compaction to ride on: half of a blob file's values
 /// are overwritten and compacted away; the SSTs holding the other half are
 /// cold, so the engine rewrites them in place to move their values out,

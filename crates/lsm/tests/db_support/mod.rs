@@ -164,3 +164,17 @@ pub fn value(seed: u64, len: usize) -> Vec<u8> {
     }
     v
 }
+
+/// Polls `done` until it holds; fails the test after 20 s. For what
+/// background work finishes on its own time (a job that still holds an
+/// older version keeps its input files until it ends).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
