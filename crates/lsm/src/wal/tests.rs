@@ -388,12 +388,12 @@ fn allocation_runs_ahead_of_the_appends_in_pieces() {
     // is made on the caller's path, unallocated).
     let first = Path::new(DIR).join(wal_file_name(7));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while len_of(&first) < keeper::ALLOCATE_AHEAD && std::time::Instant::now() < deadline {
+    while len_of(&first) < keeper::FIRST_PIECE && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let mut w = keeper.next_file().unwrap();
     assert_eq!(w.number(), 7);
-    assert_eq!(len(&w), keeper::ALLOCATE_AHEAD, "the first piece only");
+    assert_eq!(len(&w), keeper::FIRST_PIECE, "the first piece only");
     // Appends with their writebacks handed to the thread, as the engine's
     // writers do, until past the most a file is allocated to.
     // Incompressible, so that the file grows by what is appended.
@@ -428,12 +428,12 @@ fn allocation_runs_ahead_of_the_appends_in_pieces() {
     );
     // The next file made ahead has its first piece only.
     let second = Path::new(DIR).join(wal_file_name(8));
-    while len_of(&second) < keeper::ALLOCATE_AHEAD && std::time::Instant::now() < deadline {
+    while len_of(&second) < keeper::FIRST_PIECE && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let w2 = keeper.next_file().unwrap();
     assert_eq!(w2.number(), 8);
-    assert_eq!(len(&w2), keeper::ALLOCATE_AHEAD);
+    assert_eq!(len(&w2), keeper::FIRST_PIECE);
     keeper.retire(w);
     keeper.retire(w2);
     keeper.stop().unwrap();
