@@ -91,7 +91,7 @@ pub fn lz4_decompress(data: &[u8], uncompressed_len: usize) -> Result<Vec<u8>, D
 }
 
 /// Checks that a decompressed block has the length its header declared.
-fn exact_len(out: Vec<u8>, uncompressed_len: usize) -> Result<Vec<u8>, DecodeError> {
+pub(crate) fn exact_len(out: Vec<u8>, uncompressed_len: usize) -> Result<Vec<u8>, DecodeError> {
     if out.len() != uncompressed_len {
         return Err(DecodeError::Decompress(format!(
             "expanded to {} bytes, header says {}",

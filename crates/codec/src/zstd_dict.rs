@@ -113,15 +113,10 @@ impl ZstdDictionary {
             let dctx = slot.get_or_insert_with(DCtx::create);
             dctx.decompress_using_ddict(&mut out, data, self.prepared.as_ddict())
         });
-        let written = written.map_err(|code| {
+        written.map_err(|code| {
             DecodeError::Decompress(zstd::zstd_safe::get_error_name(code).to_string())
         })?;
-        if written != uncompressed_len || out.len() != uncompressed_len {
-            return Err(DecodeError::Decompress(format!(
-                "expanded to {written} bytes, expected {uncompressed_len}"
-            )));
-        }
-        Ok(out)
+        crate::compress::exact_len(out, uncompressed_len)
     }
 }
 

@@ -54,7 +54,8 @@ pub fn encode_section(dictionary: &[u8]) -> Vec<u8> {
 /// The dictionary's length, from the section's trailer (the
 /// [`SECTION_TRAILER_LEN`] bytes before the footer), bounded.
 pub fn dictionary_len(trailer: &[u8; SECTION_TRAILER_LEN]) -> Result<usize, DecodeError> {
-    let len = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes")) as usize;
+    let [a, b, c, d, ..] = *trailer;
+    let len = u32::from_le_bytes([a, b, c, d]) as usize;
     if !(MIN_DICTIONARY_BYTES..=MAX_DICTIONARY_BYTES).contains(&len) {
         return Err(DecodeError::invalid(
             "dictionary length",
@@ -74,15 +75,17 @@ pub fn decode_section(section: &[u8]) -> Result<&[u8], DecodeError> {
             needed: SECTION_TRAILER_LEN - section.len(),
         });
     };
-    let trailer: &[u8; SECTION_TRAILER_LEN] = section[len..].try_into().expect("trailer length");
-    if dictionary_len(trailer)? != len {
+    let mut trailer = [0u8; SECTION_TRAILER_LEN];
+    trailer.copy_from_slice(&section[len..]);
+    if dictionary_len(&trailer)? != len {
         return Err(DecodeError::invalid(
             "dictionary length",
             len,
             format!("the section holds {len} bytes before its trailer"),
         ));
     }
-    let want = u32::from_le_bytes(trailer[4..].try_into().expect("4 bytes"));
+    let [.., e, f, g, h] = trailer;
+    let want = u32::from_le_bytes([e, f, g, h]);
     let got = crc32c_append(crc32c(&section[..len]), &trailer[..4]);
     if want != got {
         return Err(DecodeError::invalid(
