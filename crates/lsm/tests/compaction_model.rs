@@ -174,6 +174,11 @@ fn check(case: Case) -> Result<(), TestCaseError> {
             output_level: 1,
             inputs: v.level(0).unwrap().iter().cloned().collect(),
             overlapping: Vec::new(),
+            // The files below guide the cuts (outputs close at their bounds).
+            grandparents: v
+                .level(2)
+                .map(|l| l.iter().cloned().collect())
+                .unwrap_or_default(),
             bottommost: case.bottommost,
             reason: CompactionReason::Manual,
             score: 0.0,

@@ -306,6 +306,36 @@ fn write_until_busy(db: &Db, cf: &strata_lsm::ColumnFamily) -> String {
 }
 
 #[test]
+fn compaction_properties_say_when_the_engine_has_settled() {
+    // A benchmark measures a workload's bytes and time until this says the
+    // engine is idle: a compaction still running must show.
+    let (db, cf, gate) = held_engine(4);
+    let prop = |name: &str| {
+        db.property(&cf, name)
+            .expect("property")
+            .expect("a known property")
+    };
+    assert_eq!(prop("strata.num-running-compactions"), "1");
+    // The L0 files stay due until the compaction's version is installed.
+    assert_eq!(prop("strata.compaction-pending"), "1");
+    let (lock, cv) = &*gate;
+    *lock.lock().expect("gate lock") = true;
+    cv.notify_all();
+    let start = std::time::Instant::now();
+    while prop("strata.num-running-compactions") != "0" || prop("strata.compaction-pending") != "0"
+    {
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "the engine never settled: {} running, pending {}",
+            prop("strata.num-running-compactions"),
+            prop("strata.compaction-pending")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(prop("strata.num-files-at-level0"), "0");
+}
+
+#[test]
 fn no_slowdown_turns_a_stall_into_busy() {
     // With two memtables at most, writers must stop.
     let (db, cf, gate) = held_engine(2);

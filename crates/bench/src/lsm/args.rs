@@ -129,6 +129,17 @@ pub struct LsmArgs {
     /// `enable_blob_gc` false). fjall's GC has no such switch: refused.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub(super) blob_gc: OnOff,
+    /// Strata's blob block size, with `--blob-min-size`: the decompressed
+    /// bytes compressed together in a blob file (the engine's default
+    /// unless given). RocksDB's BlobDB and fjall compress each value alone.
+    #[arg(long, value_parser = parse_bytes)]
+    pub(super) blob_block_size: Option<u64>,
+    /// Strata's blob files compressed with zstd and a dictionary of at most
+    /// this many bytes (256 to 1M) trained for each file, with
+    /// `--blob-min-size`: for values that resemble each other but compress
+    /// poorly one block at a time. The peers' blobs keep their compression.
+    #[arg(long, value_parser = parse_bytes)]
+    pub(super) blob_zstd_dictionary: Option<u64>,
     /// Parent directory; each engine gets a subdirectory, wiped before and
     /// after each run.
     #[arg(long, default_value = "./strata-data/lsm")]
@@ -159,6 +170,8 @@ impl LsmArgs {
             fjall_buffered_journal: self.fjall_buffered_journal,
             blob_min_bytes: self.blob_min_size,
             blob_gc: self.blob_gc == OnOff::On,
+            blob_block_bytes: self.blob_block_size,
+            blob_zstd_dictionary_bytes: self.blob_zstd_dictionary,
         }
     }
 

@@ -163,6 +163,13 @@ pub struct KvSettings {
     pub blob_min_bytes: Option<u64>,
     /// Whether blob garbage collection runs (with separation on).
     pub blob_gc: bool,
+    /// Strata's blob block size (decompressed bytes per compressed block);
+    /// `None` keeps the engine's default. The peers compress each value
+    /// on its own.
+    pub blob_block_bytes: Option<u64>,
+    /// Strata's blob files in zstd with a dictionary of at most this many
+    /// bytes trained per file; `None` keeps them in the tables' compression.
+    pub blob_zstd_dictionary_bytes: Option<u64>,
 }
 
 impl Default for KvSettings {
@@ -182,6 +189,8 @@ impl Default for KvSettings {
             fjall_buffered_journal: false,
             blob_min_bytes: None,
             blob_gc: true,
+            blob_block_bytes: None,
+            blob_zstd_dictionary_bytes: None,
         }
     }
 }

@@ -46,6 +46,14 @@ pub fn options(s: &KvSettings) -> Options {
     cf.compaction.level0_compaction_trigger = s.level0_compaction_trigger;
     cf.blob.min_blob_size = s.blob_min_bytes;
     cf.blob.compression = cf.table.compression;
+    if let Some(bytes) = s.blob_block_bytes {
+        // Out of range is the engine's to refuse, with its own message.
+        cf.blob.block_size_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    }
+    if let Some(bytes) = s.blob_zstd_dictionary_bytes {
+        cf.blob.compression = Compression::Zstd;
+        cf.blob.zstd_dictionary_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    }
     if !s.blob_gc {
         // Only files no SST references any more are dropped.
         cf.blob.garbage_ratio = 1.0;
@@ -121,9 +129,9 @@ impl KvEngine for StrataKv {
     }
 
     fn background_busy(&self) -> Result<bool, EngineError> {
-        // Strata names no running compaction; memtables waiting for a flush,
-        // an L0 at its trigger and blob GC over the space target are work
-        // due.
+        // Work due or running: memtables waiting for a flush, a level due
+        // for compaction (as RocksDB's `compaction-pending`), a compaction
+        // running, blob GC over the space target.
         let prop = |name: &str| -> Result<u64, EngineError> {
             Ok(self
                 .db
@@ -132,9 +140,9 @@ impl KvEngine for StrataKv {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0))
         };
-        let trigger = self.cf.options().compaction.level0_compaction_trigger as u64;
         Ok(prop("strata.num-immutable-memtables")? > 0
-            || prop("strata.num-files-at-level0")? >= trigger
+            || prop("strata.compaction-pending")? > 0
+            || prop("strata.num-running-compactions")? > 0
             || prop("strata.blob-gc-pending")? > 0)
     }
 

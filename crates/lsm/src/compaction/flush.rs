@@ -35,6 +35,7 @@ pub fn flush_memtables(
     let ctx = OutputContext {
         bottommost: false,
         target_file_bytes: u64::MAX,
+        grandparents: &[],
         output_level: 0,
         ..ctx.clone()
     };

@@ -89,6 +89,7 @@ pub fn run_compaction(
     let ctx = OutputContext {
         bottommost: c.bottommost,
         output_level: c.output_level,
+        grandparents: &c.grandparents,
         ..ctx.clone()
     };
     let (outputs, run) = write_sorted_run_with_stats(&mut input, tombstones, &ctx)?;

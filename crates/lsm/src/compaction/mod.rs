@@ -7,8 +7,9 @@
 //!   clean cuts, trivial moves, manual ranges, compaction debt);
 //! - `output`: writing a sorted run (snapshot-stripe garbage collection,
 //!   range tombstones, the compaction filter), shared by `flush` and `job`;
-//!   `outputs`: its files (output cutting, tombstones per file, cleanup on
-//!   error);
+//!   `outputs`: its files (tombstones per file, cleanup on error);
+//!   `grandparents`: where outputs are closed (the target size, and the
+//!   boundaries of the files in the level below the output);
 //! - `separate`: key-value separation inside a run (values to blob files,
 //!   references to the SST); `blob_gc`: relocating values out of blob files
 //!   with too much garbage, and the in-place rewrites that do it when no
@@ -22,6 +23,7 @@
 
 mod blob_gc;
 mod flush;
+mod grandparents;
 mod job;
 mod options;
 mod output;

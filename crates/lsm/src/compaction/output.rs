@@ -42,13 +42,15 @@
 //! a compaction of that range takes the neighbour that starts at `end`).
 //!
 //! Output cutting: a file is closed once its estimated size reaches
-//! `target_file_bytes`, at the next change of user key: two versions of one
-//! user key are never split between files, so that L1+ files never share a
-//! user key. Each file is synced by the SST writer; the directory is synced
+//! `target_file_bytes`, or earlier at a boundary of the files of the level
+//! below the output (`grandparents.rs`), always at a change of user key: two
+//! versions of one user key are never split between files, so that L1+ files
+//! never share a user key. Each file is synced by the SST writer; the directory is synced
 //! once after the last. On any error the files already written are removed
 //! and the error returned.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use strata_fs::FileSystem;
 
@@ -60,7 +62,7 @@ use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, RangeTombstone, RangeTombstoneSet};
 use crate::key::{self, SeqNo, ValueKind, MAX_SEQNO};
 use crate::sst::SstWriterOptions;
-use crate::version::{BlobFileDesc, FileDesc, FileNumber};
+use crate::version::{BlobFileDesc, FileDesc, FileMeta, FileNumber};
 
 /// Decides the fate of a key's newest value during compaction (the user's
 /// hook, e.g. TiKV's MVCC garbage collection); see the module doc for which
@@ -96,6 +98,10 @@ pub struct OutputContext<'a> {
     pub writer_options: SstWriterOptions,
     /// Size at which an output file is closed (at the next user key).
     pub target_file_bytes: u64,
+    /// Files of the level below the output level over the run's key range,
+    /// by key (empty for flushes and the last level): outputs past half the
+    /// target size close at their boundaries (`grandparents.rs`).
+    pub grandparents: &'a [Arc<FileMeta>],
     /// Allocates the number of each output file.
     pub new_file_number: &'a dyn Fn() -> FileNumber,
     /// The live snapshots' seqnos (any order; sorted here).

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use super::grandparents::OutputCutter;
 use super::output::{sst_file_name, OutputContext};
 use super::separate::BlobSink;
 use crate::error::{Error, Result};
@@ -27,6 +28,12 @@ struct Current {
     charged: u64,
 }
 
+impl Current {
+    fn last_user_key(&self) -> &[u8] {
+        &self.last_key[..self.last_key.len() - key::TRAILER_LEN]
+    }
+}
+
 /// The output files of a run.
 pub(super) struct Outputs<'c, 'a> {
     ctx: &'c OutputContext<'a>,
@@ -42,6 +49,8 @@ pub(super) struct Outputs<'c, 'a> {
     pub(super) tombstones: Vec<RangeTombstone>,
     /// Where separated values go, when the run separates.
     pub(super) blob: Option<BlobSink>,
+    /// Decides where each file ends.
+    cutter: OutputCutter<'a>,
 }
 
 impl<'c, 'a> Outputs<'c, 'a> {
@@ -54,6 +63,7 @@ impl<'c, 'a> Outputs<'c, 'a> {
             lower: None,
             tombstones: Vec::new(),
             blob: ctx.blob.map(BlobSink::new),
+            cutter: OutputCutter::new(ctx.grandparents, ctx.target_file_bytes),
         }
     }
 
@@ -112,11 +122,19 @@ impl<'c, 'a> Outputs<'c, 'a> {
     }
 
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        if let Some(cur) = &self.current {
-            let same_key = cur.last_key[..cur.last_key.len() - key::TRAILER_LEN]
-                == ikey[..ikey.len() - key::TRAILER_LEN];
-            if !same_key && cur.writer.estimated_file_size() >= self.ctx.target_file_bytes {
-                let mut hi = cur.last_key[..cur.last_key.len() - key::TRAILER_LEN].to_vec();
+        let user_key = &ikey[..ikey.len() - key::TRAILER_LEN];
+        let new_key = self
+            .current
+            .as_ref()
+            .is_none_or(|cur| cur.last_user_key() != user_key);
+        if new_key {
+            let open = self
+                .current
+                .as_ref()
+                .map(|c| c.writer.estimated_file_size());
+            if self.cutter.close_before(user_key, open) {
+                let cur = self.current.as_ref().expect("an open output was sized");
+                let mut hi = cur.last_user_key().to_vec();
                 hi.push(0);
                 self.close(Some(hi))?;
             }

@@ -72,6 +72,9 @@ pub struct Compaction {
     pub inputs: Vec<Arc<FileMeta>>,
     /// Files of `output_level` that overlap the inputs, by key.
     pub overlapping: Vec<Arc<FileMeta>>,
+    /// Files of the level below `output_level` that overlap the key range,
+    /// by key: outputs are cut at their boundaries (`grandparents.rs`).
+    pub grandparents: Vec<Arc<FileMeta>>,
     /// No level below `output_level` holds a file overlapping the key range.
     pub bottommost: bool,
     /// Why it was picked.
@@ -461,6 +464,16 @@ pub(super) fn build(
     let (lo, hi) = range_of(inputs.iter().chain(&overlapping)).unwrap_or_default();
     let bottommost = (output + 1..version.num_levels())
         .all(|l| version.files_in_range(l, Some(&lo), Some(&hi)).is_empty());
+    // L0 files overlap each other: only a sorted level guides cuts.
+    let grandparents = if output > 0 && output + 1 < version.num_levels() {
+        version
+            .files_in_range(output + 1, Some(&lo), Some(&hi))
+            .into_iter()
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     let trivial_move = input != output
         && inputs.len() == 1
         && overlapping.is_empty()
@@ -471,6 +484,7 @@ pub(super) fn build(
         output_level: output as u8,
         inputs,
         overlapping,
+        grandparents,
         bottommost,
         reason,
         score,

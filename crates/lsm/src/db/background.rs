@@ -235,6 +235,11 @@ impl Background {
     pub fn is_busy(&self, n: FileNumber) -> bool {
         self.state.lock().busy.contains(&n)
     }
+
+    /// Compactions (blob GC's rewrites included) running on `cf`.
+    pub fn compactions_running(&self, cf: ColumnFamilyId) -> usize {
+        self.state.lock().running.get(&cf).copied().unwrap_or(0)
+    }
 }
 
 fn files(c: &Compaction) -> impl Iterator<Item = FileNumber> + '_ {

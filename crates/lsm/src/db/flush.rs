@@ -42,6 +42,7 @@ impl DbInner {
                 Some(_) => cf.options.compaction.target_file_bytes,
                 None => FLUSH_FILE_BYTES,
             },
+            grandparents: &[],
             new_file_number,
             snapshots,
             bottommost: compaction.is_some_and(|c| c.bottommost),

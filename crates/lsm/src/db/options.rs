@@ -112,7 +112,7 @@ pub struct BlobOptions {
     /// default) keeps every value inline. Changeable on an open database
     /// (`Db::set_min_blob_size`). 1 byte to 4 GiB.
     pub min_blob_size: Option<u64>,
-    /// Decompressed bytes at which a blob block is sealed. Default 4 KiB;
+    /// Decompressed bytes at which a blob block is sealed. Default 1 KiB;
     /// 1 byte to 16 MiB.
     pub block_size_bytes: usize,
     /// How blob blocks are compressed. Default LZ4.

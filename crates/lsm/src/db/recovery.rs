@@ -264,6 +264,7 @@ pub(super) fn open(
             dir,
             writer_options: cf_options.table.clone(),
             target_file_bytes: u64::MAX,
+            grandparents: &[],
             new_file_number: &new_file,
             snapshots: &[],
             bottommost: false,

@@ -216,7 +216,13 @@ impl Db {
     /// - `strata.levels`: a table of files and bytes per level;
     /// - `strata.blob-space-amp`: value bytes in blob files over live ones;
     /// - `strata.blob-gc-pending`: 1 while blob GC has work it will do once
-    ///   writers pause (the family is over its space target), else 0.
+    ///   writers pause (the family is over its space target), else 0;
+    /// - `strata.compaction-pending`: 1 while a level is due for compaction
+    ///   (L0 at its trigger, or a level over its target), else 0;
+    /// - `strata.num-running-compactions`: compactions running on the
+    ///   family, blob GC's rewrites included. A database has settled when
+    ///   this, `strata.compaction-pending`, `strata.blob-gc-pending` and
+    ///   `strata.num-immutable-memtables` are all 0.
     pub fn property(&self, cf: &ColumnFamily, name: &str) -> Result<Option<String>> {
         let state = cf.live()?;
         let rs = state.installer.load();
@@ -250,6 +256,17 @@ impl Db {
                 let due = crate::compaction::pick_blob_gc(v, &policy, &|_| false).is_some();
                 Some(u8::from(due).to_string())
             }
+            "strata.compaction-pending" => {
+                let due = crate::compaction::pick(v, &state.options.compaction, &|_| false);
+                Some(u8::from(due.is_some()).to_string())
+            }
+            "strata.num-running-compactions" => Some(
+                self.handle
+                    .inner
+                    .bg
+                    .compactions_running(state.id)
+                    .to_string(),
+            ),
             "strata.levels" => {
                 let mut s = String::from("level files bytes\n");
                 for l in 0..v.num_levels() {

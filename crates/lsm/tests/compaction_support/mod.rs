@@ -121,6 +121,7 @@ pub fn context<'a>(
         dir: Path::new(DIR),
         writer_options: tiny_options(),
         target_file_bytes,
+        grandparents: &[],
         new_file_number: numbers,
         snapshots,
         bottommost,
