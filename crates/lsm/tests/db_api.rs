@@ -306,6 +306,27 @@ fn write_until_busy(db: &Db, cf: &strata_lsm::ColumnFamily) -> String {
 }
 
 #[test]
+fn compaction_bytes_are_counted_by_the_level_written() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    for round in 0..2u8 {
+        for i in 0..50 {
+            db.put(&w, &cf, &key(i), &[round; 100]).expect("put");
+        }
+        db.flush(&cf, true).expect("flush");
+    }
+    db.compact_range(&cf, None, None).expect("compact");
+    let stats = db.statistics();
+    let by_level = &stats.compaction_bytes_written_by_level;
+    assert!(stats.compaction_bytes_written > 0, "{stats:?}");
+    assert_eq!(by_level.iter().sum::<u64>(), stats.compaction_bytes_written);
+    // Compactions out of L0 write below it, never into it.
+    assert_eq!(by_level[0], 0, "{by_level:?}");
+}
+
+#[test]
 fn compaction_properties_say_when_the_engine_has_settled() {
     // A benchmark measures a workload's bytes and time until this says the
     // engine is idle: a compaction still running must show.

@@ -251,6 +251,12 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     /// microseconds, if the engine reports it.
     fn stall_micros(&self) -> Option<u64>;
 
+    /// Bytes the engine's compactions have written since open, by the
+    /// level written to, if the engine reports them (Strata does).
+    fn compaction_bytes_by_level(&self) -> Option<Vec<u64>> {
+        None
+    }
+
     /// Makes everything durable and closes the engine.
     fn close(self: Box<Self>) -> Result<(), EngineError>;
 }

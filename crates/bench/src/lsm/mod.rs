@@ -234,6 +234,7 @@ fn run_engine(
         }
         reset_peak_rss();
         let stall_before = engine.stall_micros();
+        let levels_before = engine.compaction_bytes_by_level();
         let before = ProcSample::now();
         let m = workloads::run(w, engine.as_ref(), ctx.plan, &live)?;
         let settle_time = if w.writes() {
@@ -246,6 +247,16 @@ fn run_engine(
             .stall_micros()
             .zip(stall_before)
             .map(|(a, b)| a.saturating_sub(b) as f64 / 1e3);
+        let by_level = engine
+            .compaction_bytes_by_level()
+            .zip(levels_before)
+            .filter(|_| w.writes())
+            .map(|(after, before)| {
+                let at = |v: &[u64], l: usize| v.get(l).copied().unwrap_or(0);
+                (0..after.len())
+                    .map(|l| at(&after, l).saturating_sub(at(&before, l)))
+                    .collect::<Vec<u64>>()
+            });
         let (ops_per_sec, mb_per_sec) = rates(&m);
         let written = match w {
             Workload::Readwhilewriting => Some(m.background_bytes),
@@ -305,6 +316,7 @@ fn run_engine(
                 stall_ms: stall,
                 peak_rss_bytes: peak_rss_bytes(),
                 cpu_seconds: used.cpu_seconds,
+                compaction_bytes_by_level: by_level,
                 note: None,
             },
         ));

@@ -91,6 +91,9 @@ pub struct LsmRecord {
     pub peak_rss_bytes: Option<u64>,
     /// CPU seconds of the process during the workload and its settling.
     pub cpu_seconds: Option<f64>,
+    /// Bytes compactions wrote during the workload and its settling, by
+    /// the level written to (write workloads, where the engine reports it).
+    pub compaction_bytes_by_level: Option<Vec<u64>>,
     /// Why a figure is missing (a skipped cold read).
     pub note: Option<String>,
 }
@@ -134,8 +137,25 @@ pub fn median_record(records: &[LsmRecord]) -> LsmRecord {
         stall_ms: of(&|r| r.stall_ms),
         peak_rss_bytes: ou(&|r| r.peak_rss_bytes),
         cpu_seconds: of(&|r| r.cpu_seconds),
+        compaction_bytes_by_level: median_by_level(records),
         note: records.iter().find_map(|r| r.note.clone()),
     }
+}
+
+/// The median of each level's bytes over the records that report them.
+fn median_by_level(records: &[LsmRecord]) -> Option<Vec<u64>> {
+    let reported: Vec<&Vec<u64>> = records
+        .iter()
+        .filter_map(|r| r.compaction_bytes_by_level.as_ref())
+        .collect();
+    let levels = reported.iter().map(|v| v.len()).max()?;
+    let level = |l: usize| {
+        let values = reported
+            .iter()
+            .map(|v| v.get(l).copied().unwrap_or(0) as f64);
+        median(values.collect()).map_or(0, |m| m.round() as u64)
+    };
+    Some((0..levels).map(level).collect())
 }
 
 /// One workload's table: a column per engine, one row per figure, then a

@@ -146,6 +146,10 @@ impl KvEngine for StrataKv {
             || prop("strata.blob-gc-pending")? > 0)
     }
 
+    fn compaction_bytes_by_level(&self) -> Option<Vec<u64>> {
+        Some(self.db.statistics().compaction_bytes_written_by_level)
+    }
+
     fn stall_micros(&self) -> Option<u64> {
         let s = self.db.statistics();
         Some(s.stall_micros + s.slowdown_micros)

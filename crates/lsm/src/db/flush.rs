@@ -230,7 +230,7 @@ impl DbInner {
             }
         }
         self.counters
-            .add_compaction(stats.bytes_read, stats.bytes_written);
+            .add_compaction(c.output_level, stats.bytes_read, stats.bytes_written);
         let info = CompactionInfo {
             column_family: cf.name.clone(),
             input_level: c.input_level,

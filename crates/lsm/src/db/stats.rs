@@ -9,6 +9,7 @@ use super::cf::ColumnFamily;
 use super::Db;
 use crate::error::Result;
 use crate::install_timing::{InstallTimes, InstallTiming};
+use crate::version::NUM_LEVELS_MAX;
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -23,6 +24,8 @@ pub(crate) struct Counters {
     compactions: AtomicU64,
     compaction_bytes_read: AtomicU64,
     compaction_bytes_written: AtomicU64,
+    /// The same bytes by the level the compaction wrote to.
+    compaction_bytes_written_by_level: [AtomicU64; NUM_LEVELS_MAX],
     stalls: AtomicU64,
     stall_micros: AtomicU64,
     slowdowns: AtomicU64,
@@ -77,10 +80,12 @@ impl Counters {
         add(&self.flushes, 1);
         add(&self.flush_bytes, bytes);
     }
-    pub fn add_compaction(&self, read: u64, written: u64) {
+    pub fn add_compaction(&self, output_level: u8, read: u64, written: u64) {
         add(&self.compactions, 1);
         add(&self.compaction_bytes_read, read);
         add(&self.compaction_bytes_written, written);
+        let level = usize::from(output_level).min(NUM_LEVELS_MAX - 1);
+        add(&self.compaction_bytes_written_by_level[level], written);
     }
     pub fn add_stall(&self, d: Duration) {
         add(&self.stalls, 1);
@@ -127,6 +132,10 @@ pub struct Statistics {
     pub compaction_bytes_read: u64,
     /// Bytes of SST files compactions wrote.
     pub compaction_bytes_written: u64,
+    /// The same bytes by output level (index 0 is L0, written only by
+    /// blob GC's in-place rewrites of L0 files): where write amplification
+    /// comes from.
+    pub compaction_bytes_written_by_level: Vec<u64>,
     /// Writes that stopped until a flush or compaction caught up, and the
     /// total time they waited.
     pub stalls: u64,
@@ -178,6 +187,11 @@ impl Db {
             compactions: g(&c.compactions),
             compaction_bytes_read: g(&c.compaction_bytes_read),
             compaction_bytes_written: g(&c.compaction_bytes_written),
+            compaction_bytes_written_by_level: c
+                .compaction_bytes_written_by_level
+                .iter()
+                .map(g)
+                .collect(),
             stalls: g(&c.stalls),
             stall_micros: g(&c.stall_micros),
             slowdowns: g(&c.slowdowns),
