@@ -95,11 +95,11 @@ impl<'a> OutputCutter<'a> {
         // A whole file stepped over: into the gap after it (two boundaries),
         // or into the file after it (three).
         let skipped = if self.in_gap { 2 } else { 3 };
-        if crossed_now >= skipped && self.overlapped - before > target / 8 {
+        if crossed_now >= skipped && self.overlapped.saturating_sub(before) > target / 8 {
             return true;
         }
         let percent = 50 + (self.crossed * 5).min(40);
-        size >= target / 100 * percent
+        size >= target.saturating_mul(percent) / 100
     }
 
     /// Moves to `user_key`; returns the boundaries crossed on the way

@@ -132,8 +132,9 @@ impl<'c, 'a> Outputs<'c, 'a> {
                 .current
                 .as_ref()
                 .map(|c| c.writer.estimated_file_size());
-            if self.cutter.close_before(user_key, open) {
-                let cur = self.current.as_ref().expect("an open output was sized");
+            let close = self.cutter.close_before(user_key, open);
+            // The cutter closes only an open output (it was given a size).
+            if let Some(cur) = self.current.as_ref().filter(|_| close) {
                 let mut hi = cur.last_user_key().to_vec();
                 hi.push(0);
                 self.close(Some(hi))?;

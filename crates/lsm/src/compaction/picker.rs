@@ -462,18 +462,20 @@ pub(super) fn build(
     score: f64,
 ) -> Compaction {
     let (lo, hi) = range_of(inputs.iter().chain(&overlapping)).unwrap_or_default();
-    let bottommost = (output + 1..version.num_levels())
-        .all(|l| version.files_in_range(l, Some(&lo), Some(&hi)).is_empty());
-    // L0 files overlap each other: only a sorted level guides cuts.
-    let grandparents = if output > 0 && output + 1 < version.num_levels() {
-        version
-            .files_in_range(output + 1, Some(&lo), Some(&hi))
-            .into_iter()
-            .cloned()
-            .collect()
+    let below = |l: usize| version.files_in_range(l, Some(&lo), Some(&hi));
+    // The files of the level below the output, read once for both uses.
+    let mut grandparents: Vec<Arc<FileMeta>> = if output + 1 < version.num_levels() {
+        below(output + 1).into_iter().cloned().collect()
     } else {
         Vec::new()
     };
+    let bottommost =
+        grandparents.is_empty() && (output + 2..version.num_levels()).all(|l| below(l).is_empty());
+    if output == 0 {
+        // An output to L0 (an in-place rewrite) stays one file, as a
+        // flush's does: L0 is ordered by seqno, not cut by key.
+        grandparents.clear();
+    }
     let trivial_move = input != output
         && inputs.len() == 1
         && overlapping.is_empty()
