@@ -91,6 +91,9 @@ struct State {
     next_lock: u64,
     sync_count: u64,
     bytes_written: u64,
+    /// File handles alive now, and the most at once since the last reset.
+    open_handles: u64,
+    peak_open_handles: u64,
 }
 
 impl fmt::Debug for State {
@@ -128,6 +131,8 @@ impl State {
             next_lock: 0,
             sync_count: 0,
             bytes_written: 0,
+            open_handles: 0,
+            peak_open_handles: 0,
         }
     }
 
@@ -284,6 +289,8 @@ impl MemFs {
     pub fn deep_clone(&self) -> MemFs {
         let mut state = self.state.lock().clone();
         state.locks.clear();
+        state.open_handles = 0;
+        state.peak_open_handles = 0;
         MemFs {
             state: Arc::new(Mutex::new(state)),
         }
@@ -341,6 +348,24 @@ impl MemFs {
     pub fn bytes_written(&self) -> u64 {
         self.state.lock().bytes_written
     }
+
+    /// Returns how many file handles are open now (the descriptors a disk
+    /// file system would hold).
+    pub fn open_files(&self) -> u64 {
+        self.state.lock().open_handles
+    }
+
+    /// Returns the most file handles open at once since the file system was
+    /// made or [`reset_peak_open_files`](Self::reset_peak_open_files).
+    pub fn peak_open_files(&self) -> u64 {
+        self.state.lock().peak_open_handles
+    }
+
+    /// Starts a new peak from the handles open now.
+    pub fn reset_peak_open_files(&self) {
+        let mut state = self.state.lock();
+        state.peak_open_handles = state.open_handles;
+    }
 }
 
 impl FileSystem for MemFs {
@@ -376,16 +401,16 @@ impl FileSystem for MemFs {
             return Err(crashed());
         }
         let ino = state.create(path)?;
-        Ok(State::handle(&self.state, &state, ino, true))
+        Ok(State::handle(&self.state, &mut state, ino, true))
     }
 
     fn open(&self, path: &Path, writable: bool) -> io::Result<Arc<dyn File>> {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
         if state.halted {
             return Err(crashed());
         }
         let ino = state.lookup(path)?;
-        Ok(State::handle(&self.state, &state, ino, writable))
+        Ok(State::handle(&self.state, &mut state, ino, writable))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

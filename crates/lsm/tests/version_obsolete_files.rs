@@ -79,6 +79,52 @@ fn a_moved_file_keeps_one_owner_and_is_queued_once() {
     assert!(rx.try_recv().is_err());
 }
 
+/// One edit that moves half of a level's files and replaces the other half
+/// (a full compaction's shape): the moved keep their owners, the replaced
+/// are queued once each. The moves are found by number, not by a search of
+/// the edit's deletions per added file, which made such an edit cost n^2.
+#[test]
+fn one_edit_moving_and_replacing_many_files_keeps_the_moved_owners() {
+    const N: u64 = 2_000;
+    let (inst, rx) = installer();
+    let files: Vec<(u8, strata_lsm::FileDesc)> = (1..=N)
+        .map(|n| (1, desc(n, n as u32 * 10, n as u32 * 10 + 9, n, n)))
+        .collect();
+    install(&inst, &[edit(&files, &[])]).unwrap();
+    let before = inst.load_full();
+    let deleted: Vec<(u8, u64)> = (1..=N).map(|n| (1, n)).collect();
+    // Odd numbers move to L2; even ones are rewritten as N + n.
+    let added: Vec<(u8, strata_lsm::FileDesc)> = (1..=N)
+        .map(|n| {
+            let d = if n % 2 == 1 {
+                desc(n, n as u32 * 10, n as u32 * 10 + 9, n, n)
+            } else {
+                desc(N + n, n as u32 * 10, n as u32 * 10 + 9, n, n)
+            };
+            (2, d)
+        })
+        .collect();
+    install(&inst, &[edit(&added, &deleted)]).unwrap();
+    let after = inst.load_full();
+    assert_eq!(after.version.total_files(), N as usize);
+    for n in (1..=N).step_by(2) {
+        let (level, file) = after.version.file(n).unwrap();
+        assert_eq!(level, 2);
+        assert!(Arc::ptr_eq(before.version.file(n).unwrap().1, file));
+    }
+    drop(before);
+    let mut queued: Vec<u64> = rx
+        .try_iter()
+        .map(|f| match f {
+            ObsoleteFile::Table(n) => n,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    queued.sort_unstable();
+    let replaced: Vec<u64> = (2..=N).step_by(2).collect();
+    assert_eq!(queued, replaced);
+}
+
 #[test]
 fn a_move_within_one_build_across_two_edits_keeps_the_file() {
     let (inst, rx) = installer();

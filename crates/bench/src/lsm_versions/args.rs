@@ -54,6 +54,12 @@ pub struct VersionsArgs {
     /// (hours to 100k files on a small machine).
     #[arg(long, value_enum, default_value = "ingest")]
     pub(super) grow_by: GrowBy,
+    /// Sizes (among --files) at which a full compaction follows the timed
+    /// phase: one manual compaction of the whole key space, bottom level
+    /// included, while the readers go on; each of its installs replaces
+    /// every file of a level. Comma-separated; none by default.
+    #[arg(long, value_delimiter = ',')]
+    pub(super) full_compaction_at: Vec<u64>,
     /// Seconds of reads and writes measured at each size.
     #[arg(long, default_value_t = 10.0)]
     pub(super) seconds: f64,
@@ -101,6 +107,13 @@ impl VersionsArgs {
         let bad = |m: String| Err(BenchError::Usage(m));
         if self.files.windows(2).any(|w| w[0] >= w[1]) {
             return bad("--files must be ascending".into());
+        }
+        if let Some(n) = self
+            .full_compaction_at
+            .iter()
+            .find(|n| !self.files.contains(n))
+        {
+            return bad(format!("--full-compaction-at {n} is not one of --files"));
         }
         if !(self.seconds > 0.0 && self.seconds.is_finite()) {
             return bad("--seconds must be above 0".into());

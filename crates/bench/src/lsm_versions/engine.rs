@@ -147,6 +147,13 @@ pub trait VersionsEngine: Send + Sync + fmt::Debug {
     /// Reads `key`; returns whether it was found.
     fn get(&self, key: &[u8]) -> Result<bool, EngineError>;
 
+    /// Compacts the whole key space down to the bottom level, rewriting
+    /// every file there too, in the one call (Strata `compact_range`,
+    /// RocksDB `CompactRange` with the bottommost level forced): each
+    /// level's step replaces all of its files and the level below's in
+    /// one install.
+    fn compact_all(&self) -> Result<(), EngineError>;
+
     /// Live SST files, from the engine's own count.
     fn live_files(&self) -> Result<u64, EngineError>;
 

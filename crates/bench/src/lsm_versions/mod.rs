@@ -33,7 +33,7 @@ use std::time::Duration;
 pub use self::args::VersionsArgs;
 use self::engine::VersionsEngineKind;
 use self::grow::GrowBy;
-use self::phase::PhaseSpec;
+use self::phase::{Driver, PhaseSpec};
 use self::record::{Params, SizeResult, VersionsRecord};
 use crate::error::BenchError;
 use crate::proc_stats::release_free_heap;
@@ -83,10 +83,9 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
             args.seconds,
         );
     }
-    let spec = |keys: u64| PhaseSpec {
-        duration: Duration::from_secs_f64(args.seconds),
+    let spec = |driver: Driver, keys: u64| PhaseSpec {
+        driver,
         readers: args.readers,
-        writer_keys_per_sec: args.writer_keys_per_sec,
         keys,
         order: args.grow_by.key_order(),
     };
@@ -117,54 +116,37 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
                     &bar,
                 )?,
             };
-            bar.set_message(format!("{name}: measuring at {} files", fmt_count(target)));
-            bar.set_position(0);
-            let versions_before = engine.versions_installed()?;
-            let timing_before = engine.install_timing();
-            let phase = phase::run(engine.as_ref(), &space, &spec(written), &bar)?;
             bar.finish_and_clear();
-            let install = engine
-                .install_timing()
-                .zip(timing_before)
-                .map(|(now, before)| now.since(&before));
-            // Strata's install count is its timing's: one reading for both.
-            let versions = match &install {
-                Some(t) => t.installs,
-                None => engine.versions_installed()?.saturating_sub(versions_before),
+            let churn = Driver::Churn {
+                duration: Duration::from_secs_f64(args.seconds),
+                keys_per_sec: args.writer_keys_per_sec,
             };
-            let record = VersionsRecord::new(
-                &SizeResult {
-                    engine: name,
-                    target_files: target,
-                    files_before,
-                    growth,
-                    phase: &phase,
-                    versions,
-                    install,
-                },
+            let mut records = vec![measure(
+                engine.as_ref(),
+                &space,
+                &spec(churn, written),
+                (name, target, files_before, growth),
                 &params,
-            );
-            if args.json {
-                print_json(&record);
-            } else {
-                println!(
-                    "{name} at {} files: grew in {:.1} s; snapshot p99.9 {:.1} us, iterator \
-                     create p99.9 {:.1} us, get p99.9 {:.1} us; {} versions installed{}",
-                    fmt_count(record.files_at_start),
-                    record.growth_seconds,
-                    record.snapshot.p999_us,
-                    record.iter_create.p999_us,
-                    record.get.p999_us,
-                    fmt_count(record.versions_installed),
-                    record
-                        .error
-                        .as_ref()
-                        .map(|e| format!("; stopped early: {e}"))
-                        .unwrap_or_default(),
-                );
+                args.json,
+            )?];
+            if args.full_compaction_at.contains(&target) && records[0].error.is_none() {
+                let now = engine.live_files()?;
+                let unchanged = grow::Growth {
+                    files: now,
+                    keys: 0,
+                    duration: Duration::ZERO,
+                };
+                records.push(measure(
+                    engine.as_ref(),
+                    &space,
+                    &spec(Driver::FullCompaction, written),
+                    (name, target, now, unchanged),
+                    &params,
+                    args.json,
+                )?);
             }
-            let error = record.error.clone();
-            all.push(record);
+            let error = records.iter().find_map(|r| r.error.clone());
+            all.extend(records);
             if let Some(e) = error {
                 eprintln!("note: {name}: the larger sizes are skipped after an error");
                 failures.push(format!("{name} at {target} files: {e}"));
@@ -187,6 +169,77 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
     }
 }
 
+/// Runs one phase on `engine` at its current size and makes its record
+/// (printing its summary line unless `json`). `at` is the engine's name,
+/// the size, the files before the growth and the growth.
+fn measure(
+    engine: &dyn engine::VersionsEngine,
+    space: &crate::lsm::keys::KeySpace,
+    spec: &PhaseSpec,
+    at: (&'static str, u64, u64, grow::Growth),
+    params: &Params,
+    json: bool,
+) -> Result<VersionsRecord, BenchError> {
+    let (name, target, files_before, growth) = at;
+    let bar = progress_bar(!json);
+    bar.set_message(format!(
+        "{name}: {} at {} files",
+        spec.driver.name(),
+        fmt_count(target)
+    ));
+    let versions_before = engine.versions_installed()?;
+    let timing_before = engine.install_timing();
+    let phase = phase::run(engine, space, spec, &bar)?;
+    bar.finish_and_clear();
+    let install = engine
+        .install_timing()
+        .zip(timing_before)
+        .map(|(now, before)| now.since(&before));
+    // Strata's install count is its timing's: one reading for both.
+    let versions = match &install {
+        Some(t) => t.installs,
+        None => engine.versions_installed()?.saturating_sub(versions_before),
+    };
+    let record = VersionsRecord::new(
+        &SizeResult {
+            engine: name,
+            target_files: target,
+            phase_name: spec.driver.name(),
+            files_before,
+            growth,
+            phase: &phase,
+            versions,
+            install,
+        },
+        params,
+    );
+    if json {
+        print_json(&record);
+    } else {
+        println!(
+            "{name} at {} files, {}: {:.1} s; snapshot p99.9 {:.1} us, iterator create \
+             p99.9 {:.1} us (max {:.0}), get p99.9 {:.1} us; {} versions installed{}",
+            fmt_count(record.files_at_start),
+            record.phase,
+            record.seconds,
+            record.snapshot.p999_us,
+            record.iter_create.p999_us,
+            record
+                .iter_create
+                .max_us
+                .max(record.bounded_iter_create.max_us),
+            record.get.p999_us,
+            fmt_count(record.versions_installed),
+            record
+                .error
+                .as_ref()
+                .map(|e| format!("; stopped early: {e}"))
+                .unwrap_or_default(),
+        );
+    }
+    Ok(record)
+}
+
 /// Prints the tables (one per size) and the acceptance checks, and writes
 /// the JSON file if asked.
 fn report(args: &VersionsArgs, all: &[VersionsRecord]) -> Result<(), BenchError> {
@@ -196,11 +249,15 @@ fn report(args: &VersionsArgs, all: &[VersionsRecord]) -> Result<(), BenchError>
     }
     if !args.json {
         for &target in &args.files {
-            let at: Vec<&VersionsRecord> =
-                all.iter().filter(|r| r.target_files == target).collect();
-            if !at.is_empty() {
-                println!();
-                print!("{}", record::table(&at).render());
+            for phase in ["churn", "full compaction"] {
+                let at: Vec<&VersionsRecord> = all
+                    .iter()
+                    .filter(|r| r.target_files == target && r.phase == phase)
+                    .collect();
+                if !at.is_empty() {
+                    println!();
+                    print!("{}", record::table(&at).render());
+                }
             }
         }
         println!();

@@ -1,6 +1,11 @@
-//! The measured phase at one size: a writer keeps flushes and compactions
-//! installing new versions while readers loop over the read-path entries
-//! that pin a version, each timed into its own histogram.
+//! A measured phase at one size: while readers loop over the read-path
+//! entries that pin a version, each timed into its own histogram, one
+//! thread makes the engine install versions ([`Driver`]):
+//! - churn, for a set time: a writer keeps flushes and compactions
+//!   installing new versions;
+//! - a full compaction, until it ends: one call compacts the whole key
+//!   space, so each of its installs replaces thousands of files at once
+//!   (the moment TiKV saw a reader stall for seconds).
 //!
 //! - The writer overwrites random keys among those the growth wrote (so
 //!   every level is rewritten over its whole range and the file count stays
@@ -41,15 +46,38 @@ const SLOW_NANOS: u64 = 1_000_000;
 /// recorded as this).
 const LATENCY_MAX_NANOS: u64 = 60_000_000_000;
 
+/// What makes the engine install versions during a phase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Driver {
+    /// A writer for `duration`, paced to `keys_per_sec` (0: unpaced).
+    Churn {
+        /// How long.
+        duration: Duration,
+        /// The writer's pace.
+        keys_per_sec: u64,
+    },
+    /// One manual compaction of the whole key space; the phase lasts as
+    /// long as it does.
+    FullCompaction,
+}
+
+impl Driver {
+    /// The phase's name in records and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Churn { .. } => "churn",
+            Driver::FullCompaction => "full compaction",
+        }
+    }
+}
+
 /// What the phase runs.
 #[derive(Debug, Clone, Copy)]
 pub struct PhaseSpec {
-    /// How long.
-    pub duration: Duration,
+    /// What installs the versions.
+    pub driver: Driver,
     /// Reader threads.
     pub readers: usize,
-    /// The writer's pace (0: unpaced).
-    pub writer_keys_per_sec: u64,
     /// The first `keys` keys written, in `order`, are present.
     pub keys: u64,
     /// The order the growth wrote the keys in.
@@ -201,12 +229,24 @@ pub fn run(
     let start = Instant::now();
     let (ops, loops) = thread::scope(|s| -> Result<(OpHistograms, u64), BenchError> {
         let shared = &shared;
-        s.spawn(move || writer(engine, space, spec, keys, shared));
         let readers: Vec<_> = (0..spec.readers)
             .map(|r| s.spawn(move || reader(engine, space, keys, spec.order, r as u64, shared)))
             .collect();
-        while start.elapsed() < spec.duration && !shared.stop.load(Relaxed) {
-            thread::sleep(SAMPLE_EVERY.min(spec.duration.saturating_sub(start.elapsed())));
+        let duration = match spec.driver {
+            Driver::Churn {
+                duration,
+                keys_per_sec,
+            } => {
+                s.spawn(move || writer(engine, space, keys_per_sec, spec, keys, shared));
+                duration
+            }
+            Driver::FullCompaction => {
+                s.spawn(move || compactor(engine, shared));
+                Duration::MAX
+            }
+        };
+        while start.elapsed() < duration && !shared.stop.load(Relaxed) {
+            thread::sleep(SAMPLE_EVERY.min(duration.saturating_sub(start.elapsed())));
             match engine.live_files() {
                 Ok(n) => {
                     files[1] = files[1].min(n);
@@ -215,8 +255,13 @@ pub fn run(
                 }
                 Err(e) => shared.fail(e),
             }
-            let done = start.elapsed().as_secs_f64() / spec.duration.as_secs_f64();
-            bar.set_position((done.min(1.0) * 1000.0) as u64);
+            match spec.driver {
+                Driver::Churn { .. } => {
+                    let done = start.elapsed().as_secs_f64() / duration.as_secs_f64();
+                    bar.set_position((done.min(1.0) * 1000.0) as u64);
+                }
+                Driver::FullCompaction => bar.set_position(start.elapsed().as_secs()),
+            }
         }
         shared.stop.store(true, Relaxed);
         let mut ops = OpHistograms::new();
@@ -240,9 +285,18 @@ pub fn run(
     })
 }
 
+/// Compacts the whole key space, then ends the phase.
+fn compactor(engine: &dyn VersionsEngine, shared: &Shared) {
+    if let Err(e) = engine.compact_all() {
+        shared.fail(e);
+    }
+    shared.stop.store(true, Relaxed);
+}
+
 fn writer(
     engine: &dyn VersionsEngine,
     space: &KeySpace,
+    keys_per_sec: u64,
     spec: &PhaseSpec,
     keys: u64,
     shared: &Shared,
@@ -252,8 +306,8 @@ fn writer(
     let mut written = 0u64;
     let mut batch = Vec::with_capacity(WRITER_BATCH as usize);
     while !shared.stop.load(Relaxed) {
-        if spec.writer_keys_per_sec > 0 {
-            let due = Duration::from_secs_f64(written as f64 / spec.writer_keys_per_sec as f64);
+        if keys_per_sec > 0 {
+            let due = Duration::from_secs_f64(written as f64 / keys_per_sec as f64);
             if let Some(ahead) = due.checked_sub(start.elapsed()) {
                 thread::sleep(ahead.min(SAMPLE_EVERY));
                 continue;

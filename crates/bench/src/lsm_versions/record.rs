@@ -136,6 +136,10 @@ pub struct VersionsRecord {
     pub engine: &'static str,
     /// The file count the database was grown to.
     pub target_files: u64,
+    /// What installed the versions: "churn" (a writer, for a set time) or
+    /// "full compaction" (one manual compaction of the whole key space,
+    /// after the churn at the same size).
+    pub phase: &'static str,
     /// Live files at the phase's start, lowest, highest, at its end.
     pub files_at_start: u64,
     /// Lowest count seen during the phase.
@@ -186,6 +190,8 @@ pub struct SizeResult<'a> {
     pub engine: &'static str,
     /// The size grown to.
     pub target_files: u64,
+    /// The phase's driver.
+    pub phase_name: &'static str,
     /// Files before the growth.
     pub files_before: u64,
     /// The growth.
@@ -208,6 +214,7 @@ impl VersionsRecord {
             kind: "size",
             engine: r.engine,
             target_files: r.target_files,
+            phase: r.phase_name,
             files_at_start: p.files[0],
             files_min: p.files[1],
             files_max: p.files[2],
@@ -239,7 +246,10 @@ type InstallRow = (&'static str, fn(&InstallFigures) -> &TimeFigures);
 
 /// The table of one size: a column per engine, a row per figure.
 pub fn table(records: &[&VersionsRecord]) -> Table {
-    let title = format!("{} files", fmt_count(records[0].target_files));
+    let title = match records[0].phase {
+        "churn" => format!("{} files", fmt_count(records[0].target_files)),
+        phase => format!("{} files, {phase}", fmt_count(records[0].target_files)),
+    };
     let mut t =
         Table::new(std::iter::once(title).chain(records.iter().map(|r| r.engine.to_string())));
     let mut row = |name: &str, cell: &dyn Fn(&VersionsRecord) -> String| {

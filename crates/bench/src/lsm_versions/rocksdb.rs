@@ -136,6 +136,14 @@ impl VersionsEngine for RocksVersions {
         Ok(self.db.get_pinned(key).map_err(err("get"))?.is_some())
     }
 
+    fn compact_all(&self) -> Result<(), EngineError> {
+        let mut o = ::rocksdb::CompactOptions::default();
+        // Strata's manual compaction rewrites the bottom level too.
+        o.set_bottommost_level_compaction(::rocksdb::BottommostLevelCompaction::Force);
+        self.db.compact_range_opt(None::<&[u8]>, None::<&[u8]>, &o);
+        Ok(())
+    }
+
     fn live_files(&self) -> Result<u64, EngineError> {
         (0..NUM_LEVELS).try_fold(0, |sum, l| {
             Ok(sum + self.int_property(&format!("rocksdb.num-files-at-level{l}"))?)

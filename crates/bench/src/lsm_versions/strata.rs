@@ -128,6 +128,12 @@ impl VersionsEngine for StrataVersions {
         Ok(value.is_some())
     }
 
+    fn compact_all(&self) -> Result<(), EngineError> {
+        self.db
+            .compact_range(&self.cf, None, None)
+            .map_err(err("compact_range"))
+    }
+
     fn live_files(&self) -> Result<u64, EngineError> {
         self.int_property("strata.num-files")
     }

@@ -17,10 +17,12 @@ impl State {
     /// Returns a handle on inode `ino` for the current epoch.
     pub(super) fn handle(
         this: &Arc<Mutex<State>>,
-        state: &State,
+        state: &mut State,
         ino: u64,
         writable: bool,
     ) -> Arc<dyn File> {
+        state.open_handles += 1;
+        state.peak_open_handles = state.peak_open_handles.max(state.open_handles);
         Arc::new(MemFile {
             state: Arc::clone(this),
             ino,
@@ -38,6 +40,13 @@ struct MemFile {
     /// The crash epoch the handle was opened in.
     epoch: u64,
     writable: bool,
+}
+
+impl Drop for MemFile {
+    fn drop(&mut self) {
+        let mut state = self.state.lock();
+        state.open_handles = state.open_handles.saturating_sub(1);
+    }
 }
 
 impl MemFile {

@@ -1,21 +1,98 @@
 //! A compaction job: runs a picked [`Compaction`] and describes its result
 //! as a [`VersionEdit`] for the engine to install.
 //!
-//! The inputs of both levels are merged (one SST iterator per file, and the
-//! range tombstones of every file) and written through
+//! The inputs of both levels are merged and written through
 //! [`write_sorted_run_with_stats`] to the output level. The edit deletes
 //! every input and adds every output (blob files included, when the run
 //! separates values); a trivial move deletes and re-adds
 //! the one input file at the output level, reading and writing nothing.
+//!
+//! Sources: one per L0 file (they overlap), one per sorted level (L1+),
+//! which opens its files one at a time as the merge reaches them. With one
+//! source per file, a manual compaction of a 10,000-file level held 10,000
+//! files open (`EMFILE` beside a table cache of that size) and picked each
+//! entry among 10,000 cursors: 535 s for 320 MiB. Range tombstones are read
+//! up front from every file that may hold them, since they cover keys of
+//! the other sources.
+//!
 //! Nothing here touches the current version: the engine installs the edit
 //! (or, on error, deletes nothing: the run removed its own outputs).
 
 use super::output::{write_sorted_run_with_stats, OutputContext};
 use super::picker::Compaction;
 use crate::error::{Error, Result};
-use crate::iter::{MergingIterator, RangeTombstone};
+use std::sync::Arc;
+
+use crate::iter::{FileOpener, InternalIterator, LevelIterator, MergingIterator, RangeTombstone};
 use crate::sst::{SstIter, SstReader};
-use crate::version::{FileMeta, VersionEdit};
+use crate::version::{FileMeta, Level, VersionEdit};
+
+/// One merged source of a compaction.
+type Source<'a> = Box<dyn InternalIterator + 'a>;
+
+/// Opens a compaction's input files as the merge reaches them; their
+/// blocks do not fill the block cache (they would evict what readers use).
+struct InputOpener<'a> {
+    open_table: &'a dyn Fn(&FileMeta) -> Result<SstReader>,
+}
+
+impl FileOpener for InputOpener<'_> {
+    type Iter = SstIter;
+
+    fn open(&self, file: &Arc<FileMeta>) -> Result<Option<SstIter>> {
+        Ok(Some((self.open_table)(file)?.iter_without_filling_cache()))
+    }
+}
+
+/// The merge sources of `c` and the range tombstones of all its files.
+fn open_inputs<'a>(
+    c: &Compaction,
+    open_table: &'a dyn Fn(&FileMeta) -> Result<SstReader>,
+) -> Result<(Vec<Source<'a>>, Vec<RangeTombstone>)> {
+    let mut children: Vec<Source<'a>> = Vec::new();
+    let mut tombstones = Vec::new();
+    let mut add_tombstones = |reader: &SstReader| {
+        tombstones.extend(reader.range_tombstones().iter().map(|t| RangeTombstone {
+            start: t.start.clone(),
+            end: t.end.clone(),
+            seqno: t.seqno,
+        }));
+    };
+    for (level, files) in [(c.input_level, &c.inputs), (c.output_level, &c.overlapping)] {
+        if files.is_empty() {
+            continue;
+        }
+        if level == 0 {
+            for f in files {
+                let reader = open_table(f)?;
+                add_tombstones(&reader);
+                children.push(Box::new(reader.iter_without_filling_cache()));
+            }
+            continue;
+        }
+        let mut run = Level::sorted();
+        for f in files {
+            if f.desc().range_tombstones {
+                add_tombstones(&open_table(f)?);
+            }
+            // A version's sorted level never overlaps; inputs that do mean
+            // its metadata is damaged.
+            run.insert(level, f.clone())
+                .map_err(|e| Error::Corruption {
+                    path: super::output::sst_file_name(f.number()).into(),
+                    offset: 0,
+                    reason: format!("compaction input of L{level} overlaps another: {e}"),
+                })?;
+        }
+        children.push(Box::new(LevelIterator::new(
+            run,
+            None,
+            None,
+            InputOpener { open_table },
+        )));
+    }
+    Ok((children, tombstones))
+}
 
 /// What a compaction did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,17 +151,7 @@ pub fn run_compaction(
         };
         return Ok((edit, stats));
     }
-    let mut children: Vec<SstIter> = Vec::with_capacity(files_in as usize);
-    let mut tombstones = Vec::new();
-    for f in c.files() {
-        let reader = open_table(f)?;
-        tombstones.extend(reader.range_tombstones().iter().map(|t| RangeTombstone {
-            start: t.start.clone(),
-            end: t.end.clone(),
-            seqno: t.seqno,
-        }));
-        children.push(reader.iter_without_filling_cache());
-    }
+    let (children, tombstones) = open_inputs(c, open_table)?;
     let mut input = MergingIterator::new(children);
     let ctx = OutputContext {
         bottommost: c.bottommost,

@@ -105,12 +105,14 @@ impl DbInner {
     /// the first reads of a new version do not pay for the open (a
     /// descriptor, the footer, index and filter blocks) on the read path. A
     /// file that fails to open here is left to the read that needs it, which
-    /// reports the error.
+    /// reports the error. At most a quarter of the cache: the thousands of
+    /// outputs of a large compaction would evict every file readers use.
     pub(super) fn warm_tables<'a>(
         &self,
         added: impl IntoIterator<Item = &'a crate::version::FileDesc>,
     ) {
-        for desc in added {
+        let budget = self.tables.capacity() / 4;
+        for desc in added.into_iter().take(budget) {
             let _ = open_table_desc(
                 &self.tables,
                 &*self.fs,

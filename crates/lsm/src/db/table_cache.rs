@@ -46,6 +46,11 @@ impl TableCache {
         self.open.remove(&number);
     }
 
+    /// How many files the cache keeps open at most (about).
+    pub fn capacity(&self) -> usize {
+        usize::try_from(self.open.capacity()).unwrap_or(usize::MAX)
+    }
+
     /// How many files are open through the cache.
     pub fn len(&self) -> usize {
         self.open.len()

