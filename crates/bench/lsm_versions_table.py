@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the results of lsm_versions_vs_peers.sh as markdown: one table per
-size (live SST files), the median over the runs (OUT_DIR/run-*/records.json,
+size (live SST files) and phase (churn, or a full compaction), the median over the runs (OUT_DIR/run-*/records.json,
 `strata-bench lsm-versions --json-file` lines) of each figure per engine, the
 runs' spread (min-max) and a strata/<peer> column per peer. A ratio above 1
 is Strata slower (every figure here is a time, but the counts).
@@ -45,6 +45,10 @@ def rows_of(record):
         out.append((f"{label} >= 1 ms (count)", op["over_1ms"]))
         if "over_1ms_unpreempted" in op:
             out.append((f"{label} >= 1 ms, not preempted (count)", op["over_1ms_unpreempted"]))
+        if "own_p999_us" in op:
+            out.append((f"{label} not preempted p99 (us)", op["own_p99_us"]))
+            out.append((f"{label} not preempted p99.9 (us)", op["own_p999_us"]))
+            out.append((f"{label} not preempted max (us)", op["own_max_us"]))
     install = record.get("install")
     if install:
         for label, field in INSTALL:
@@ -83,7 +87,7 @@ def main():
             r = json.loads(line)
             if r.get("kind") != "size":
                 continue
-            e, s = r["engine"], r["target_files"]
+            e, s = r["engine"], (r["target_files"], r.get("phase", "churn"))
             if e not in engines:
                 engines.append(e)
             if s not in sizes:
@@ -95,7 +99,9 @@ def main():
           "Ratios strata/<peer>: above 1 is Strata slower.\n")
     for size in sorted(sizes):
         head = ["figure"] + engines + [f"strata/{p}" for p in peers]
-        print(f"### {size:,} files\n")
+        files, phase = size
+        title = f"{files:,} files" + ("" if phase == "churn" else f", {phase}")
+        print(f"### {title}\n")
         print("| " + " | ".join(head) + " |")
         print("|---" + "|---:" * (len(head) - 1) + "|")
         labels = []

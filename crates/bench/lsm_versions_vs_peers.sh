@@ -3,7 +3,8 @@
 # one invocation, each grown to 1k, 10k and 100k live SST files (32 KiB target
 # files, 64 KiB memtables), and at each size 10 s of 2 readers (snapshot,
 # iterator, bounded iterator, get, each timed) while a writer keeps flushes
-# and compactions installing versions. Writes the text report (report.txt),
+# and compactions installing versions, and at the FULL_COMPACTION sizes a
+# manual compaction of the whole key space under the same readers. Writes the text report (report.txt),
 # the same figures as JSON lines (records.json) and the log into $OUT/run-<n>,
 # RUNS times, rotating which engine goes first. Run from the workspace root,
 # on the disk to measure. `lsm_versions_table.py $OUT` prints the medians.
@@ -26,6 +27,9 @@
 #   TARGET     target file size [32K]
 #   MEMTABLE   memtable size [64K]
 #   MAX_OPEN   SST files each engine keeps open [10000]
+#   FULL_COMPACTION  sizes after whose timed phase one manual compaction of
+#              the whole key space runs while the readers go on, comma-
+#              separated, empty for none [10000]
 #   DIR        data directory [./strata-data/lsm-versions]
 #   OUT        output directory [target/lsm-versions/<date>-<time>]
 #   EXTRA      more flags (e.g. "--base-level-bytes 1M")
@@ -43,6 +47,7 @@ WRITER=${WRITER:-20000}
 TARGET=${TARGET:-32K}
 MEMTABLE=${MEMTABLE:-64K}
 MAX_OPEN=${MAX_OPEN:-10000}
+FULL_COMPACTION=${FULL_COMPACTION-10000}
 DIR=${DIR:-./strata-data/lsm-versions}
 OUT=${OUT:-target/lsm-versions/$(date +%Y%m%d-%H%M%S)}
 EXTRA=${EXTRA:-}
@@ -77,6 +82,7 @@ for ((run = 1; run <= RUNS; run++)); do
         --readers "$READERS" --writer-keys-per-sec "$WRITER" --target-file-bytes "$TARGET"
         --write-buffer-bytes "$MEMTABLE" --max-open-files "$MAX_OPEN" --grow-by "$GROW_BY"
         --dir "$DIR" --json-file "$run_out/records.json")
+    if [[ -n $FULL_COMPACTION ]]; then args+=(--full-compaction-at "$FULL_COMPACTION"); fi
     # shellcheck disable=SC2206 # EXTRA is split into flags on purpose
     args+=($EXTRA)
     echo "$B ${args[*]}" >"$run_out/command.txt"

@@ -1,8 +1,9 @@
 //! `strata-bench lsm-versions` end to end on Strata at tiny sizes: the
-//! database grows to 20 and then 50 files, each size measured for a second,
-//! and the JSON carries one record per size with read-path latencies,
-//! versions installed and Strata's own install timing, then the acceptance
-//! targets. A build without RocksDB refuses to run it, before writing
+//! database grows to 20 and then 50 files, each size measured for a second
+//! and the second followed by a full compaction under the same readers, and
+//! the JSON carries one record per size and phase with read-path latencies
+//! (all calls, and those not preempted), versions installed and Strata's own
+//! install timing, then the acceptance targets. A build without RocksDB refuses to run it, before writing
 //! anything, and says how to build it.
 
 use std::process::Command;
@@ -29,6 +30,8 @@ fn strata_reports_every_size_with_its_install_timing() {
             "16K",
             "--block-cache",
             "1M",
+            "--full-compaction-at",
+            "50",
             "--json",
         ])
         .arg("--dir")
@@ -42,11 +45,20 @@ fn strata_reports_every_size_with_its_install_timing() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let sizes: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "size").collect();
-    let targets: Vec<u64> = sizes
+    let targets: Vec<(u64, &str)> = sizes
         .iter()
-        .map(|s| s["target_files"].as_u64().unwrap())
+        .map(|s| {
+            (
+                s["target_files"].as_u64().unwrap(),
+                s["phase"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(targets, [20, 50]);
+    assert_eq!(
+        targets,
+        [(20, "churn"), (50, "churn"), (50, "full compaction")]
+    );
+    assert_eq!(sizes[2]["writer_keys"].as_u64(), Some(0));
     for s in &sizes {
         assert_eq!(s["engine"], "strata", "{s}");
         assert!(s["error"].is_null(), "{s}");
@@ -58,6 +70,11 @@ fn strata_reports_every_size_with_its_install_timing() {
             assert!(o["count"].as_u64().unwrap() > 0, "{op}: {s}");
             let (p50, max) = (o["p50_us"].as_f64().unwrap(), o["max_us"].as_f64().unwrap());
             assert!(p50 > 0.0 && p50 <= max, "{op}: {s}");
+            let own = o["own_count"].as_u64().unwrap();
+            assert!(own <= o["count"].as_u64().unwrap(), "{op}: {s}");
+            if own > 0 {
+                assert!(o["own_max_us"].as_f64().unwrap() <= max, "{op}: {s}");
+            }
         }
         let held = &s["install"]["lock_held"];
         assert_eq!(
@@ -76,7 +93,9 @@ fn strata_reports_every_size_with_its_install_timing() {
         );
     }
     let checks = lines.iter().filter(|v| v["kind"] == "acceptance").count();
-    assert_eq!(checks, 3);
+    // Flat installs, p99.9 (all calls and those not preempted), no stall
+    // at any size, none during the full compaction.
+    assert_eq!(checks, 5);
     assert_eq!(
         std::fs::read_dir(dir.path().join("strata")).map_or(0, |d| d.count()),
         0

@@ -51,6 +51,14 @@ pub struct OpLatency {
     /// Of those, the ones during which the thread was not preempted: the
     /// engine's own time, not a wait for a core.
     pub over_1ms_unpreempted: u64,
+    /// Operations during which the thread was not preempted.
+    pub own_count: u64,
+    /// Their 99th percentile.
+    pub own_p99_us: f64,
+    /// Their 99.9th percentile.
+    pub own_p999_us: f64,
+    /// The longest of them.
+    pub own_max_us: f64,
 }
 
 impl OpLatency {
@@ -65,6 +73,10 @@ impl OpLatency {
             max_us: us(h.max()),
             over_1ms: h.count_between(STALL_NANOS, u64::MAX),
             over_1ms_unpreempted: t.slow_unpreempted,
+            own_count: t.own.len(),
+            own_p99_us: us(t.own.value_at_quantile(0.99)),
+            own_p999_us: us(t.own.value_at_quantile(0.999)),
+            own_max_us: us(t.own.max()),
         }
     }
 }
@@ -302,6 +314,19 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
                 us(o.max_us)
             )
         });
+        row(
+            &format!("{name} not preempted: share p99/p99.9/max"),
+            &|r| {
+                let o = op(r);
+                format!(
+                    "{:.1}%/{}/{}/{}",
+                    100.0 * o.own_count as f64 / o.count.max(1) as f64,
+                    us(o.own_p99_us),
+                    us(o.own_p999_us),
+                    us(o.own_max_us)
+                )
+            },
+        );
         row(&format!("{name} >= 1 ms (not preempted)"), &|r| {
             format!(
                 "{} ({})",

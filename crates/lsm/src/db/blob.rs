@@ -5,7 +5,7 @@
 //! switch of the separation threshold.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -173,7 +173,7 @@ const FILES_MAX: usize = 256;
 #[derive(Debug)]
 pub(crate) struct BlobValues {
     fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
+    dir: Arc<Path>,
     cache: Option<Arc<BlockCache>>,
     last: Option<(Arc<BlobFileReader>, Arc<BlobBlock>)>,
     /// How each blob file is being read, by number.
@@ -198,12 +198,12 @@ struct FileRead {
 impl BlobValues {
     pub(crate) fn new(
         fs: Arc<dyn FileSystem>,
-        dir: &Path,
+        dir: &Arc<Path>,
         cache: Option<Arc<BlockCache>>,
     ) -> BlobValues {
         BlobValues {
             fs,
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             cache,
             last: None,
             files: HashMap::new(),

@@ -415,7 +415,7 @@ impl DbInner {
         }
         self.fs
             .sync_dir(&self.dir)
-            .map_err(Error::io("sync directory", &self.dir))
+            .map_err(Error::io("sync directory", &*self.dir))
     }
 
     /// Steps 6 and 7: picks the levels against the current version and

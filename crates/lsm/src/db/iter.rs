@@ -20,7 +20,56 @@ use crate::memtable::{Memtable, MemtableIter};
 use crate::read_state::ReadState;
 use crate::version::FileMeta;
 
-type Source = Box<dyn InternalIterator + Send>;
+/// One source of a [`DbIterator`], stored in the source list itself: a
+/// box per source was an allocation apiece at every creation, and each
+/// allocation may wait for glibc's arena lock (`docs/lsm.md`, "Allocations
+/// on the read path").
+enum Source {
+    Memtable(OwnedMemtableIter),
+    Table(crate::sst::SstIter),
+    Level(LevelIterator<Arc<TableOpener>>),
+}
+
+/// Runs `$e` on whichever iterator `$source` holds, bound to `$it`.
+macro_rules! on_source {
+    ($source:expr, $it:ident => $e:expr) => {
+        match $source {
+            Source::Memtable($it) => $e,
+            Source::Table($it) => $e,
+            Source::Level($it) => $e,
+        }
+    };
+}
+
+impl InternalIterator for Source {
+    fn valid(&self) -> bool {
+        on_source!(self, it => it.valid())
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        on_source!(self, it => it.seek_to_first())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        on_source!(self, it => it.seek_to_last())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        on_source!(self, it => it.seek(target))
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        on_source!(self, it => it.seek_for_prev(target))
+    }
+    fn next(&mut self) -> Result<()> {
+        on_source!(self, it => it.next())
+    }
+    fn prev(&mut self) -> Result<()> {
+        on_source!(self, it => it.prev())
+    }
+    fn key(&self) -> &[u8] {
+        on_source!(self, it => it.key())
+    }
+    fn value(&self) -> &[u8] {
+        on_source!(self, it => it.value())
+    }
+}
 
 /// A memtable iterator that keeps its memtable alive.
 struct OwnedMemtableIter {
@@ -30,12 +79,12 @@ struct OwnedMemtableIter {
 }
 
 impl OwnedMemtableIter {
-    fn new(memtable: Arc<Memtable>, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Self {
-        let iter = memtable.iter_with_bounds(lower, upper);
+    fn new(memtable: Arc<Memtable>, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> Self {
+        let iter = memtable.iter_with_shared_bounds(lower, upper);
         // SAFETY: the iterator borrows the memtable, which lives in the
         // `Arc` stored beside it: its address never changes, and the field
-        // order drops the iterator first. The bounds are copied by
-        // `iter_with_bounds`, so only the memtable is borrowed.
+        // order drops the iterator first. The bounds are owned by the
+        // iterator, so only the memtable is borrowed.
         let iter: MemtableIter<'static> = unsafe { std::mem::transmute(iter) };
         OwnedMemtableIter {
             iter,
@@ -211,6 +260,9 @@ impl Db {
         }
         let seqno = inner.read_seqno(options);
         let rs = state.installer.load_full();
+        // The bounds are shared by every source (no copy per memtable,
+        // level or file): each allocation of a creation may wait for
+        // glibc's arena lock behind a background thread.
         let (lower, upper) = effective_bounds(options);
         // Sized up front: every source is known here, and a growing vector's
         // reallocations took the allocator's arena lock, which a reader
@@ -222,10 +274,10 @@ impl Db {
         let mut tombstones: Vec<RangeTombstone> = Vec::new();
         for mem in std::iter::once(&rs.active).chain(rs.immutables.iter()) {
             tombstones.extend(mem.range_tombstones(seqno));
-            sources.push(Box::new(OwnedMemtableIter::new(
+            sources.push(Source::Memtable(OwnedMemtableIter::new(
                 mem.clone(),
-                lower.as_deref(),
-                upper.as_deref(),
+                lower.clone(),
+                upper.clone(),
             )));
         }
         // `files_in_range` takes an inclusive end; the exclusive upper bound
@@ -234,16 +286,13 @@ impl Db {
         // source that opens its files as the cursor reaches them; only its
         // files that may hold range tombstones are opened here, for those.
         // One opener for every level: no copy of the bounds per level.
-        // The bounds are shared by every source (no copy per level or file).
-        let shared_lower: Option<Arc<[u8]>> = lower.as_deref().map(Arc::from);
-        let shared_upper: Option<Arc<[u8]>> = upper.as_deref().map(Arc::from);
         let opener = Arc::new(TableOpener {
             tables: inner.tables.clone(),
             fs: inner.fs.clone(),
             dir: inner.dir.clone(),
             cache: inner.cache.clone(),
-            lower: shared_lower.clone(),
-            upper: shared_upper.clone(),
+            lower: lower.clone(),
+            upper: upper.clone(),
             prefix: options.prefix.clone(),
         });
         for file in rs
@@ -252,8 +301,8 @@ impl Db {
         {
             let table = inner.open_table(file)?;
             tombstones.extend(table.range_tombstones().iter().cloned());
-            if let Some(iter) = opener.iter(&table) {
-                sources.push(Box::new(iter));
+            if let Some(iter) = opener.iter(table) {
+                sources.push(Source::Table(iter));
             }
         }
         let mut flagged = Vec::new();
@@ -269,10 +318,10 @@ impl Db {
                 let table = inner.open_table(file)?;
                 tombstones.extend(table.range_tombstones().iter().cloned());
             }
-            sources.push(Box::new(LevelIterator::new(
+            sources.push(Source::Level(LevelIterator::new(
                 files.clone(),
-                shared_lower.clone(),
-                shared_upper.clone(),
+                lower.clone(),
+                upper.clone(),
                 opener.clone(),
             )));
         }
@@ -297,7 +346,7 @@ impl Db {
 struct TableOpener {
     tables: Arc<super::table_cache::TableCache>,
     fs: Arc<dyn strata_fs::FileSystem>,
-    dir: std::path::PathBuf,
+    dir: Arc<std::path::Path>,
     cache: Option<Arc<crate::cache::BlockCache>>,
     lower: Option<Arc<[u8]>>,
     upper: Option<Arc<[u8]>>,
@@ -307,13 +356,13 @@ struct TableOpener {
 impl TableOpener {
     /// The table's iterator, or `None` when its prefix filter rules the
     /// iterator's prefix out.
-    fn iter(&self, table: &crate::sst::SstReader) -> Option<crate::sst::SstIter> {
+    fn iter(&self, table: crate::sst::SstReader) -> Option<crate::sst::SstIter> {
         if let Some(prefix) = &self.prefix {
             if !table.may_contain_prefix(prefix) {
                 return None;
             }
         }
-        Some(table.iter_bounded(self.lower.clone(), self.upper.clone()))
+        Some(table.into_iter_bounded(self.lower.clone(), self.upper.clone()))
     }
 }
 
@@ -328,23 +377,30 @@ impl FileOpener for TableOpener {
             self.cache.as_ref(),
             file,
         )?;
-        Ok(self.iter(&table))
+        Ok(self.iter(table))
     }
 }
 
-/// The bounds with the prefix folded in, for choosing sources.
-fn effective_bounds(options: &ReadOptions) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
-    let mut lower = options.lower_bound.clone();
-    let mut upper = options.upper_bound.clone();
+/// A user-key bound shared by an iterator's sources.
+type Bound = Option<Arc<[u8]>>;
+
+/// The bounds with the prefix folded in, for choosing sources; shared by
+/// every source of the iterator.
+fn effective_bounds(options: &ReadOptions) -> (Bound, Bound) {
+    let mut lower = options.lower_bound.as_deref();
+    let mut upper: Option<std::borrow::Cow<'_, [u8]>> = options
+        .upper_bound
+        .as_deref()
+        .map(std::borrow::Cow::Borrowed);
     if let Some(p) = &options.prefix {
-        if lower.as_ref().is_none_or(|l| l < p) {
-            lower = Some(p.clone());
+        if lower.is_none_or(|l| l < p.as_slice()) {
+            lower = Some(p);
         }
         if let Some(end) = crate::iter::prefix_successor(p) {
-            if upper.as_ref().is_none_or(|u| *u > end) {
-                upper = Some(end);
+            if upper.as_deref().is_none_or(|u| *u > *end) {
+                upper = Some(std::borrow::Cow::Owned(end));
             }
         }
     }
-    (lower, upper)
+    (lower.map(Arc::from), upper.as_deref().map(Arc::from))
 }

@@ -44,7 +44,7 @@ mod write;
 mod write_direct;
 mod write_group;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -132,7 +132,8 @@ impl Drop for Handle {
 
 pub(crate) struct DbInner {
     fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
+    /// Shared: iterators and blob readers keep a handle, not a copy.
+    dir: Arc<Path>,
     options: Options,
     hooks: Hooks,
     cfs: ArcSwap<CfSet>,

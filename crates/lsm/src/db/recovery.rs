@@ -400,7 +400,7 @@ pub(super) fn open(
         .rate_limit_bytes_per_sec;
     Ok(DbInner {
         fs,
-        dir: dir.to_path_buf(),
+        dir: Arc::from(dir),
         hooks,
         cfs: ArcSwap::from_pointee(set),
         seq: SeqAllocator::new(last_seqno)?,

@@ -335,6 +335,8 @@ fn parse(encoded: &[u8]) -> Result<(&[u8], SeqNo, ValueKind)> {
 /// Builds `user_key | trailer` into `buf`.
 fn encode(buf: &mut Vec<u8>, user_key: &[u8], trailer: u64) {
     buf.clear();
+    // One allocation for a fresh buffer, not a grow per part.
+    buf.reserve(user_key.len() + 8);
     buf.extend_from_slice(user_key);
     buf.extend_from_slice(&trailer.to_le_bytes());
 }

@@ -158,6 +158,10 @@ impl Borrow<KeyRef> for EntryKey {
 /// Builds into `buf` the encoded key `user_key | trailer`, for seeks.
 pub(crate) fn encode_into(buf: &mut Vec<u8>, user_key: &[u8], trailer: u64) {
     buf.clear();
+    // One allocation for a fresh buffer, not a grow per part: each call
+    // into glibc's allocator may wait for its arena lock (see `docs/lsm.md`,
+    // "Allocations on the read path").
+    buf.reserve(user_key.len() + 8);
     buf.extend_from_slice(user_key);
     buf.extend_from_slice(&trailer.to_le_bytes());
 }

@@ -8,6 +8,7 @@
 //! `Arc` in the read state) for as long as an iterator lives.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
@@ -21,10 +22,11 @@ pub struct MemtableIter<'a> {
     map: &'a SkipMap<EntryKey, ()>,
     /// The current entry; `None` when not valid.
     cur: Option<Entry<'a, EntryKey, ()>>,
-    /// Inclusive lower bound on user keys.
-    lower: Option<Vec<u8>>,
+    /// Inclusive lower bound on user keys (shared with the iterator's
+    /// other sources).
+    lower: Option<Arc<[u8]>>,
     /// Exclusive upper bound on user keys.
-    upper: Option<Vec<u8>>,
+    upper: Option<Arc<[u8]>>,
     /// Reused to build seek keys.
     scratch: Vec<u8>,
 }
@@ -42,14 +44,14 @@ impl std::fmt::Debug for MemtableIter<'_> {
 impl<'a> MemtableIter<'a> {
     pub(super) fn new(
         map: &'a SkipMap<EntryKey, ()>,
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
+        lower: Option<Arc<[u8]>>,
+        upper: Option<Arc<[u8]>>,
     ) -> MemtableIter<'a> {
         MemtableIter {
             map,
             cur: None,
-            lower: lower.map(<[u8]>::to_vec),
-            upper: upper.map(<[u8]>::to_vec),
+            lower,
+            upper,
             scratch: Vec::new(),
         }
     }

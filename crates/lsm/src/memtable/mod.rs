@@ -234,6 +234,20 @@ impl Memtable {
     /// Returns an iterator over the point entries whose user keys are at or
     /// above `lower` and below `upper`.
     pub fn iter_with_bounds(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> MemtableIter<'_> {
+        MemtableIter::new(
+            &self.points,
+            lower.map(std::sync::Arc::from),
+            upper.map(std::sync::Arc::from),
+        )
+    }
+
+    /// [`Self::iter_with_bounds`] with bounds shared with other holders
+    /// (no copy of them).
+    pub fn iter_with_shared_bounds(
+        &self,
+        lower: Option<std::sync::Arc<[u8]>>,
+        upper: Option<std::sync::Arc<[u8]>>,
+    ) -> MemtableIter<'_> {
         MemtableIter::new(&self.points, lower, upper)
     }
 

@@ -429,6 +429,8 @@ impl SstIter {
             }
             self.seqno = g;
             self.presented.clear();
+            // One allocation for a fresh buffer, not a grow per part.
+            self.presented.reserve(user_key.len() + 8);
             self.presented.extend_from_slice(user_key);
             self.presented
                 .extend_from_slice(&key::trailer(g, kind).to_le_bytes());
@@ -443,7 +445,8 @@ impl SstIter {
     /// below `target`; see `seek` and `seek_for_prev`.
     fn stored_target(target: &[u8], newest: bool) -> Vec<u8> {
         let user_key = &target[..target.len().saturating_sub(key::TRAILER_LEN)];
-        let mut t = user_key.to_vec();
+        let mut t = Vec::with_capacity(user_key.len() + 8);
+        t.extend_from_slice(user_key);
         let trailer = if newest {
             key::trailer(MAX_SEQNO, ValueKind::BlobIndex)
         } else {

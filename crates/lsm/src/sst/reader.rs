@@ -576,4 +576,11 @@ impl SstReader {
     pub fn iter_bounded(&self, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> SstIter {
         SstIter::new(Arc::clone(&self.inner), lower, upper)
     }
+
+    /// [`Self::iter_bounded`], consuming this handle: no reference count
+    /// is taken and dropped on the shared reader, whose count every reader
+    /// thread of the file touches.
+    pub fn into_iter_bounded(self, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> SstIter {
+        SstIter::new(self.inner, lower, upper)
+    }
 }
