@@ -15,6 +15,11 @@
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
 
+/// Feature `mimalloc`: the Rust code's allocator (see `Cargo.toml`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod demo;
 mod engines;
 mod error;
