@@ -20,6 +20,8 @@ mod merging;
 mod range_tombstone;
 mod snapshot;
 
+#[cfg(test)]
+mod vec_iter;
 pub use level::{FileOpener, LevelIterator};
 pub use merging::MergingIterator;
 pub use range_tombstone::{RangeTombstone, RangeTombstoneSet};

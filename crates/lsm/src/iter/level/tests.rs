@@ -8,66 +8,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::iter::vec_iter::VecIter;
 use crate::key::{compare, InternalKey, ValueKind};
 use crate::version::{FileDesc, ObsoleteFiles};
-
-/// One file's entries in memory, within user-key bounds.
-struct VecIter {
-    entries: Arc<Vec<Vec<u8>>>,
-    at: Option<usize>,
-}
-
-impl VecIter {
-    fn set(&mut self, at: Option<usize>) {
-        self.at = at.filter(|&i| i < self.entries.len());
-    }
-}
-
-impl InternalIterator for VecIter {
-    fn valid(&self) -> bool {
-        self.at.is_some()
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.set(Some(0));
-        Ok(())
-    }
-    fn seek_to_last(&mut self) -> Result<()> {
-        self.set(self.entries.len().checked_sub(1));
-        Ok(())
-    }
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let i = self
-            .entries
-            .partition_point(|k| compare(k, target) == Ordering::Less);
-        self.set(Some(i));
-        Ok(())
-    }
-    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        let i = self
-            .entries
-            .partition_point(|k| compare(k, target) != Ordering::Greater);
-        self.set(i.checked_sub(1));
-        Ok(())
-    }
-    fn next(&mut self) -> Result<()> {
-        if let Some(i) = self.at {
-            self.set(Some(i + 1));
-        }
-        Ok(())
-    }
-    fn prev(&mut self) -> Result<()> {
-        if let Some(i) = self.at {
-            self.set(i.checked_sub(1));
-        }
-        Ok(())
-    }
-    fn key(&self) -> &[u8] {
-        self.at.map_or(&[], |i| &self.entries[i])
-    }
-    fn value(&self) -> &[u8] {
-        self.key()
-    }
-}
 
 /// Opens files from memory; files numbered in `ruled_out` are skipped, as a
 /// prefix filter would.
@@ -92,11 +35,13 @@ impl FileOpener for Opener {
                 && self.upper.as_deref().is_none_or(|h| u < h)
         };
         let all = &self.files[file.number() as usize];
-        let entries = all.iter().filter(|k| in_bounds(k)).cloned().collect();
-        Ok(Some(VecIter {
-            entries: Arc::new(entries),
-            at: None,
-        }))
+        // The value of each entry is its key.
+        let entries = all
+            .iter()
+            .filter(|k| in_bounds(k))
+            .map(|k| (k.clone(), k.clone()))
+            .collect();
+        Ok(Some(VecIter::new(entries)))
     }
 }
 
