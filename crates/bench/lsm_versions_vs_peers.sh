@@ -29,7 +29,8 @@
 #   MAX_OPEN   SST files each engine keeps open [10000]
 #   FULL_COMPACTION  sizes after whose timed phase one manual compaction of
 #              the whole key space runs while the readers go on, comma-
-#              separated, empty for none [10000]
+#              separated, empty for none; sizes not in FILES are skipped
+#              [10000]
 #   DIR        data directory [./strata-data/lsm-versions]
 #   OUT        output directory [target/lsm-versions/<date>-<time>]
 #   EXTRA      more flags (e.g. "--base-level-bytes 1M")
@@ -82,7 +83,13 @@ for ((run = 1; run <= RUNS; run++)); do
         --readers "$READERS" --writer-keys-per-sec "$WRITER" --target-file-bytes "$TARGET"
         --write-buffer-bytes "$MEMTABLE" --max-open-files "$MAX_OPEN" --grow-by "$GROW_BY"
         --dir "$DIR" --json-file "$run_out/records.json")
-    if [[ -n $FULL_COMPACTION ]]; then args+=(--full-compaction-at "$FULL_COMPACTION"); fi
+    # Only the FULL_COMPACTION sizes among FILES (the bench refuses others).
+    full=()
+    IFS=, read -r -a wanted <<<"$FULL_COMPACTION"
+    for size in "${wanted[@]}"; do
+        if [[ ,$FILES, == *",$size,"* ]]; then full+=("$size"); fi
+    done
+    if ((${#full[@]} > 0)); then args+=(--full-compaction-at "$(IFS=,; echo "${full[*]}")"); fi
     # shellcheck disable=SC2206 # EXTRA is split into flags on purpose
     args+=($EXTRA)
     echo "$B ${args[*]}" >"$run_out/command.txt"
