@@ -40,8 +40,6 @@ use crate::workload::SplitMix;
 const WRITER_BATCH: u64 = 16;
 /// How often the main thread looks at the file count.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
-/// A call this long or longer is slow (the acceptance's 1 ms).
-const SLOW_NANOS: u64 = 1_000_000;
 /// Longest latency a histogram holds, in nanoseconds (longer ones are
 /// recorded as this).
 const LATENCY_MAX_NANOS: u64 = 60_000_000_000;
@@ -96,8 +94,6 @@ pub struct Timed {
     /// cores. On 2 busy cores a call of a few microseconds is preempted
     /// about once in a thousand, which alone makes a p99.9.
     pub own: Histogram<u64>,
-    /// Calls of 1 ms or more that were not preempted.
-    pub slow_unpreempted: u64,
 }
 
 impl Timed {
@@ -105,11 +101,7 @@ impl Timed {
         let h = || {
             Histogram::new_with_bounds(1, LATENCY_MAX_NANOS, 3).expect("static bounds are valid")
         };
-        Timed {
-            h: h(),
-            own: h(),
-            slow_unpreempted: 0,
-        }
+        Timed { h: h(), own: h() }
     }
 
     /// Records `d`, timed within a call that began when the thread had
@@ -120,9 +112,6 @@ impl Timed {
         self.h.saturating_record(nanos);
         if preempted_before.is_some() && involuntary_switches() == preempted_before {
             self.own.saturating_record(nanos);
-            if nanos >= SLOW_NANOS {
-                self.slow_unpreempted += 1;
-            }
         }
     }
 
@@ -131,7 +120,6 @@ impl Timed {
         self.own
             .add(&other.own)
             .expect("histograms of the same bounds");
-        self.slow_unpreempted += other.slow_unpreempted;
     }
 }
 

@@ -72,7 +72,7 @@ impl OpLatency {
             p999_us: us(h.value_at_quantile(0.999)),
             max_us: us(h.max()),
             over_1ms: h.count_between(STALL_NANOS, u64::MAX),
-            over_1ms_unpreempted: t.slow_unpreempted,
+            over_1ms_unpreempted: t.own.count_between(STALL_NANOS, u64::MAX),
             own_count: t.own.len(),
             own_p99_us: us(t.own.value_at_quantile(0.99)),
             own_p999_us: us(t.own.value_at_quantile(0.999)),

@@ -18,11 +18,11 @@
 //! Nothing here touches the current version: the engine installs the edit
 //! (or, on error, deletes nothing: the run removed its own outputs).
 
+use std::sync::Arc;
+
 use super::output::{write_sorted_run_with_stats, OutputContext};
 use super::picker::Compaction;
 use crate::error::{Error, Result};
-use std::sync::Arc;
-
 use crate::iter::{FileOpener, InternalIterator, LevelIterator, MergingIterator, RangeTombstone};
 use crate::sst::{SstIter, SstReader};
 use crate::version::{FileMeta, Level, VersionEdit};
