@@ -15,7 +15,7 @@
 //!
 //! Every subcommand lives in its own module; this file only dispatches.
 
-/// Feature `mimalloc`: the Rust code's allocator (see `Cargo.toml`).
+/// Feature `mimalloc`: the process's allocator, Rust and C++ alike (see `Cargo.toml`).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

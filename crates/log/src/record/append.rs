@@ -13,7 +13,7 @@
 use std::io;
 use std::sync::Arc;
 
-use strata_codec::{crc32c, looks_incompressible, lz4_compress};
+use strata_codec::{crc32c, looks_incompressible, lz4_compress_into};
 use strata_fs::File;
 
 use super::format::{
@@ -39,10 +39,16 @@ pub struct Appender {
     /// allocates nothing (the writer's allocations contend with the frees
     /// of background threads).
     scratch: Vec<u8>,
+    /// One payload compressed, kept between records for the same reason.
+    compressed: Vec<u8>,
 }
 
 /// Scratch capacity kept after an append; a larger one is given back.
 const SCRATCH_KEEP_BYTES: usize = 1 << 20;
+
+/// Payloads up to this size are compressed without first compressing a
+/// sample to guess whether that pays: the sample would cost about as much.
+const SAMPLE_ABOVE_BYTES: usize = 32 << 10;
 
 impl Appender {
     /// Starts a new file: writes its header and the end marker at offset 0 and
@@ -67,6 +73,7 @@ impl Appender {
             compress_min_bytes,
             failed: false,
             scratch: Vec::new(),
+            compressed: Vec::new(),
         })
     }
 
@@ -136,6 +143,9 @@ impl Appender {
         if buf.capacity() <= SCRATCH_KEEP_BYTES {
             self.scratch = buf;
         }
+        if self.compressed.capacity() > SCRATCH_KEEP_BYTES {
+            self.compressed = Vec::new();
+        }
         if let Err(e) = written {
             self.failed = true;
             return Err(e);
@@ -168,17 +178,23 @@ impl Appender {
     }
 
     /// Encodes one record (header and stored payload) onto `out`.
-    fn encode_record(&self, payload: &[u8], out: &mut Vec<u8>) {
-        let compressed = self
-            .compress_min_bytes
-            .filter(|min| payload.len() >= *min && !looks_incompressible(payload))
-            .map(|_| lz4_compress(payload))
-            // Kept only when it saves at least an eighth: otherwise the
-            // reader's decompression costs more than the bytes saved.
-            .filter(|c| !c.is_empty() && c.len() * 8 <= payload.len() * 7);
-        let (stored, codec) = match &compressed {
-            Some(c) => (c.as_slice(), CODEC_LZ4),
-            None => (payload, CODEC_NONE),
+    fn encode_record(&mut self, payload: &[u8], out: &mut Vec<u8>) {
+        let compress = self.compress_min_bytes.is_some_and(|min| {
+            payload.len() >= min
+                && (payload.len() <= SAMPLE_ABOVE_BYTES || !looks_incompressible(payload))
+        });
+        if compress {
+            lz4_compress_into(payload, &mut self.compressed);
+        }
+        // Kept only when it saves at least an eighth: otherwise the reader's
+        // decompression costs more than the bytes saved.
+        let kept = compress
+            && !self.compressed.is_empty()
+            && self.compressed.len() * 8 <= payload.len() * 7;
+        let (stored, codec) = if kept {
+            (self.compressed.as_slice(), CODEC_LZ4)
+        } else {
+            (payload, CODEC_NONE)
         };
         // Lengths fit in u32: checked against RECORD_PAYLOAD_MAX by `append`.
         let header = RecordHeader {
