@@ -130,8 +130,11 @@ impl InternalIterator for OwnedMemtableIter {
 pub struct DbIterator {
     // Declared first: dropped before the state that owns what it reads.
     inner: SnapshotIterator<MergingIterator<Source>>,
-    /// Follows the references of separated values.
-    blobs: BlobValues,
+    /// Follows the references of separated values; made at the first one,
+    /// so that an iterator over inline values never builds it.
+    blobs: Option<BlobValues>,
+    /// Opens the iterator's files (the blob files too).
+    opener: Arc<TableOpener>,
     /// The current separated value, fetched when the cursor reached it.
     blob_value: Vec<u8>,
     /// `ReadOptions::key_only`: separated values are not fetched.
@@ -224,10 +227,12 @@ impl DbIterator {
     fn load_value(&mut self) -> Result<()> {
         self.blob_value.clear();
         if !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
-            let r = self
-                .blobs
-                .decode_ref(self.inner.key(), self.inner.value())?;
-            self.blobs.fetch(
+            let files = &self.opener.files;
+            let blobs = self.blobs.get_or_insert_with(|| {
+                BlobValues::new(files.fs.clone(), &files.dir, files.cache.clone())
+            });
+            let r = blobs.decode_ref(self.inner.key(), self.inner.value())?;
+            blobs.fetch(
                 &self.state.version,
                 self.inner.key(),
                 &r,
@@ -285,12 +290,10 @@ impl Db {
         // L0's files overlap: one source each. Each sorted level is one
         // source that opens its files as the cursor reaches them; only its
         // files that may hold range tombstones are opened here, for those.
-        // One opener for every level: no copy of the bounds per level.
+        // One opener for every level: no copy of the bounds per level, and
+        // the handles files are opened with behind one count.
         let opener = Arc::new(TableOpener {
-            tables: inner.tables.clone(),
-            fs: inner.fs.clone(),
-            dir: inner.dir.clone(),
-            cache: inner.cache.clone(),
+            files: inner.table_access.clone(),
             lower: lower.clone(),
             upper: upper.clone(),
             prefix: options.prefix.clone(),
@@ -333,7 +336,8 @@ impl Db {
         };
         Ok(DbIterator {
             inner: SnapshotIterator::new(MergingIterator::new(sources), seqno, set, iter_options),
-            blobs: BlobValues::new(inner.fs.clone(), &inner.dir, inner.cache.clone()),
+            blobs: None,
+            opener,
             blob_value: Vec::new(),
             key_only: options.key_only,
             state: rs,
@@ -344,10 +348,7 @@ impl Db {
 
 /// Opens the SST files of an iterator, within its bounds and prefix.
 struct TableOpener {
-    tables: Arc<super::table_cache::TableCache>,
-    fs: Arc<dyn strata_fs::FileSystem>,
-    dir: Arc<std::path::Path>,
-    cache: Option<Arc<crate::cache::BlockCache>>,
+    files: Arc<super::read::TableAccess>,
     lower: Option<Arc<[u8]>>,
     upper: Option<Arc<[u8]>>,
     prefix: Option<Vec<u8>>,
@@ -370,13 +371,7 @@ impl FileOpener for TableOpener {
     type Iter = crate::sst::SstIter;
 
     fn open(&self, file: &Arc<FileMeta>) -> Result<Option<crate::sst::SstIter>> {
-        let table = super::read::open_table(
-            &self.tables,
-            &*self.fs,
-            &self.dir,
-            self.cache.as_ref(),
-            file,
-        )?;
+        let table = self.files.open(file)?;
         Ok(self.iter(table))
     }
 }

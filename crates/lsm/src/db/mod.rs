@@ -134,6 +134,8 @@ pub(crate) struct DbInner {
     fs: Arc<dyn FileSystem>,
     /// Shared: iterators and blob readers keep a handle, not a copy.
     dir: Arc<Path>,
+    /// What iterators open files with, behind one reference count.
+    table_access: Arc<read::TableAccess>,
     options: Options,
     hooks: Hooks,
     cfs: ArcSwap<CfSet>,

@@ -4,6 +4,8 @@
 //! is consistent. No lock is taken. A separated value is read from the
 //! blob file of the same read state's version (`blob.rs`).
 
+use std::sync::Arc;
+
 use super::blob::BlobSource;
 use super::cf::ColumnFamily;
 use super::options::ReadOptions;
@@ -182,6 +184,31 @@ impl DbInner {
             }
         }
         Ok(None)
+    }
+}
+
+/// The handles that opening an SST file or a blob file takes, shared by
+/// iterators behind one reference count: every count the readers share is a
+/// cache line that each iterator's creation and drop takes from the other
+/// cores, and an iterator took four of them.
+#[derive(Debug)]
+pub(super) struct TableAccess {
+    pub(super) tables: Arc<super::table_cache::TableCache>,
+    pub(super) fs: Arc<dyn strata_fs::FileSystem>,
+    pub(super) dir: Arc<std::path::Path>,
+    pub(super) cache: Option<Arc<crate::cache::BlockCache>>,
+}
+
+impl TableAccess {
+    /// [`open_table`] through these handles.
+    pub(super) fn open(&self, file: &FileMeta) -> Result<crate::sst::SstReader> {
+        open_table(
+            &self.tables,
+            &*self.fs,
+            &self.dir,
+            self.cache.as_ref(),
+            file,
+        )
     }
 }
 

@@ -398,9 +398,18 @@ pub(super) fn open(
         .default_column_family
         .compaction
         .rate_limit_bytes_per_sec;
+    let dir: Arc<Path> = Arc::from(dir);
+    let tables = super::table_cache::TableCache::new(options.max_open_files);
+    let table_access = Arc::new(super::read::TableAccess {
+        tables: tables.clone(),
+        fs: fs.clone(),
+        dir: dir.clone(),
+        cache: cache.clone(),
+    });
     Ok(DbInner {
         fs,
-        dir: Arc::from(dir),
+        dir,
+        table_access,
         hooks,
         cfs: ArcSwap::from_pointee(set),
         seq: SeqAllocator::new(last_seqno)?,
@@ -414,7 +423,7 @@ pub(super) fn open(
         next_file,
         next_memtable,
         cache,
-        tables: super::table_cache::TableCache::new(options.max_open_files),
+        tables,
         obsolete_queue: queue,
         obsolete,
         rate_limiter: Arc::new(RateLimiter::new(rate)),
