@@ -93,13 +93,7 @@ impl DbInner {
     }
 
     pub(super) fn open_table(&self, file: &FileMeta) -> Result<crate::sst::SstReader> {
-        open_table(
-            &self.tables,
-            &*self.fs,
-            &self.dir,
-            self.cache.as_ref(),
-            file,
-        )
+        self.table_access.open(file)
     }
 
     /// Opens a job's new SST files into the table cache before the job
