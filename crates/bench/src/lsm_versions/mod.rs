@@ -249,7 +249,7 @@ fn report(args: &VersionsArgs, all: &[VersionsRecord]) -> Result<(), BenchError>
     }
     if !args.json {
         for &target in &args.files {
-            for phase in ["churn", "full compaction"] {
+            for phase in [phase::CHURN, phase::FULL_COMPACTION] {
                 let at: Vec<&VersionsRecord> = all
                     .iter()
                     .filter(|r| r.target_files == target && r.phase == phase)

@@ -44,6 +44,11 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// recorded as this).
 const LATENCY_MAX_NANOS: u64 = 60_000_000_000;
 
+/// The churn phase's name in records and tables.
+pub const CHURN: &str = "churn";
+/// The full-compaction phase's name in records and tables.
+pub const FULL_COMPACTION: &str = "full compaction";
+
 /// What makes the engine install versions during a phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Driver {
@@ -63,8 +68,8 @@ impl Driver {
     /// The phase's name in records and tables.
     pub fn name(self) -> &'static str {
         match self {
-            Driver::Churn { .. } => "churn",
-            Driver::FullCompaction => "full compaction",
+            Driver::Churn { .. } => CHURN,
+            Driver::FullCompaction => FULL_COMPACTION,
         }
     }
 }

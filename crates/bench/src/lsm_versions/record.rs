@@ -259,7 +259,7 @@ type InstallRow = (&'static str, fn(&InstallFigures) -> &TimeFigures);
 /// The table of one size: a column per engine, a row per figure.
 pub fn table(records: &[&VersionsRecord]) -> Table {
     let title = match records[0].phase {
-        "churn" => format!("{} files", fmt_count(records[0].target_files)),
+        super::phase::CHURN => format!("{} files", fmt_count(records[0].target_files)),
         phase => format!("{} files, {phase}", fmt_count(records[0].target_files)),
     };
     let mut t =

@@ -36,7 +36,7 @@ pub struct Check {
 /// Checks every target on `records`, one engine's, ascending by size.
 pub fn checks(all: &[&VersionsRecord]) -> Vec<Check> {
     let (records, compactions): (Vec<&VersionsRecord>, Vec<&VersionsRecord>) =
-        all.iter().partition(|r| r.phase == "churn");
+        all.iter().partition(|r| r.phase == super::phase::CHURN);
     let (Some(first), Some(last)) = (records.first(), records.last()) else {
         return Vec::new();
     };

@@ -419,7 +419,7 @@ impl DbInner {
         while let Ok(file) = self.obsolete.try_recv() {
             let name = match file {
                 ObsoleteFile::Table(n) => {
-                    self.tables.evict(n);
+                    self.table_access.tables.evict(n);
                     if let Some(cache) = &self.cache {
                         cache.evict_file(n);
                     }

@@ -256,7 +256,7 @@ impl DbInner {
             .collect();
         // Opened before the install (`warm_tables`): closed with the file.
         for &number in &removed {
-            self.tables.evict(number);
+            self.table_access.tables.evict(number);
         }
         let tables = removed.iter().map(|&n| compaction::sst_file_name(n));
         let blobs = edit

@@ -134,7 +134,8 @@ pub(crate) struct DbInner {
     fs: Arc<dyn FileSystem>,
     /// Shared: iterators and blob readers keep a handle, not a copy.
     dir: Arc<Path>,
-    /// What iterators open files with, behind one reference count.
+    /// What reads open SST files with (the table cache among them), behind
+    /// one reference count.
     table_access: Arc<read::TableAccess>,
     options: Options,
     hooks: Hooks,
@@ -150,8 +151,6 @@ pub(crate) struct DbInner {
     next_file: Arc<AtomicU64>,
     next_memtable: AtomicU64,
     cache: Option<Arc<BlockCache>>,
-    /// The SST files open for reads.
-    tables: Arc<table_cache::TableCache>,
     obsolete_queue: ObsoleteFiles,
     obsolete: Receiver<ObsoleteFile>,
     rate_limiter: Arc<RateLimiter>,

@@ -107,15 +107,10 @@ impl DbInner {
         &self,
         added: impl IntoIterator<Item = &'a crate::version::FileDesc>,
     ) {
-        let budget = self.tables.capacity() / 4;
+        let files = &self.table_access;
+        let budget = files.tables.capacity() / 4;
         for desc in added.into_iter().take(budget) {
-            let _ = open_table_desc(
-                &self.tables,
-                &*self.fs,
-                &self.dir,
-                self.cache.as_ref(),
-                desc,
-            );
+            let _ = files.open_desc(desc);
         }
     }
 
@@ -184,7 +179,8 @@ impl DbInner {
 /// The handles that opening an SST file or a blob file takes, shared by
 /// iterators behind one reference count: every count the readers share is a
 /// cache line that each iterator's creation and drop takes from the other
-/// cores, and an iterator took four of them.
+/// cores, and an iterator took four of them. The table cache lives only
+/// here.
 #[derive(Debug)]
 pub(super) struct TableAccess {
     pub(super) tables: Arc<super::table_cache::TableCache>,
@@ -194,50 +190,30 @@ pub(super) struct TableAccess {
 }
 
 impl TableAccess {
-    /// [`open_table`] through these handles.
+    /// The reader of an SST file of a version, from the open files or
+    /// opened now.
     pub(super) fn open(&self, file: &FileMeta) -> Result<crate::sst::SstReader> {
-        open_table(
-            &self.tables,
-            &*self.fs,
-            &self.dir,
-            self.cache.as_ref(),
-            file,
-        )
+        self.open_desc(file.desc())
     }
-}
 
-/// The reader of an SST file of a version, from the open files (`tables`)
-/// or opened now.
-pub(super) fn open_table(
-    tables: &super::table_cache::TableCache,
-    fs: &dyn strata_fs::FileSystem,
-    dir: &std::path::Path,
-    cache: Option<&std::sync::Arc<crate::cache::BlockCache>>,
-    file: &FileMeta,
-) -> Result<crate::sst::SstReader> {
-    open_table_desc(tables, fs, dir, cache, file.desc())
-}
-
-/// [`open_table`] for a file known by its description (a job's output,
-/// before any version holds it).
-pub(super) fn open_table_desc(
-    tables: &super::table_cache::TableCache,
-    fs: &dyn strata_fs::FileSystem,
-    dir: &std::path::Path,
-    cache: Option<&std::sync::Arc<crate::cache::BlockCache>>,
-    desc: &crate::version::FileDesc,
-) -> Result<crate::sst::SstReader> {
-    tables.get(desc.number, || {
-        let path = dir.join(crate::compaction::sst_file_name(desc.number));
-        // An ingested file's entries are stored at seqno 0 and read at the
-        // seqno its version records (`docs/lsm.md`, "Ingestion"); every
-        // other file reads as stored.
-        crate::sst::SstReader::open_assigned(
-            fs,
-            &path,
-            desc.number,
-            cache.cloned(),
-            desc.largest_seqno,
-        )
-    })
+    /// [`Self::open`] for a file known by its description (a job's output,
+    /// before any version holds it).
+    pub(super) fn open_desc(
+        &self,
+        desc: &crate::version::FileDesc,
+    ) -> Result<crate::sst::SstReader> {
+        self.tables.get(desc.number, || {
+            let path = self.dir.join(crate::compaction::sst_file_name(desc.number));
+            // An ingested file's entries are stored at seqno 0 and read at the
+            // seqno its version records (`docs/lsm.md`, "Ingestion"); every
+            // other file reads as stored.
+            crate::sst::SstReader::open_assigned(
+                &*self.fs,
+                &path,
+                desc.number,
+                self.cache.clone(),
+                desc.largest_seqno,
+            )
+        })
+    }
 }

@@ -399,9 +399,8 @@ pub(super) fn open(
         .compaction
         .rate_limit_bytes_per_sec;
     let dir: Arc<Path> = Arc::from(dir);
-    let tables = super::table_cache::TableCache::new(options.max_open_files);
     let table_access = Arc::new(super::read::TableAccess {
-        tables: tables.clone(),
+        tables: super::table_cache::TableCache::new(options.max_open_files),
         fs: fs.clone(),
         dir: dir.clone(),
         cache: cache.clone(),
@@ -423,7 +422,6 @@ pub(super) fn open(
         next_file,
         next_memtable,
         cache,
-        tables,
         obsolete_queue: queue,
         obsolete,
         rate_limiter: Arc::new(RateLimiter::new(rate)),

@@ -202,7 +202,7 @@ impl Db {
             ingest_seqno_hold_micros_max: g(&c.ingest_seqno_hold_micros_max),
             snapshots: i.snapshots.len() as u64,
             block_cache_bytes: i.cache.as_ref().map_or(0, |c| c.used_bytes()),
-            open_sst_files: i.tables.len() as u64,
+            open_sst_files: i.table_access.tables.len() as u64,
             install: c.install_times.snapshot(),
         }
     }
