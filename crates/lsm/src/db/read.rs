@@ -179,7 +179,8 @@ impl DbInner {
 /// The handles that opening an SST file or a blob file takes, shared by
 /// iterators behind one reference count: every count the readers share is a
 /// cache line that each iterator's creation and drop takes from the other
-/// cores, and an iterator took four of them. The table cache lives only
+/// cores; an iterator took seven (four for its files, three for its blob
+/// reader) and now takes this one. The table cache lives only
 /// here.
 #[derive(Debug)]
 pub(super) struct TableAccess {
