@@ -5,7 +5,8 @@
 //! written, a reader at every snapshot and at the latest seqno sees, for
 //! every key (those written and the gaps between them), exactly what it saw
 //! through the inputs; a deleted key never comes back. It also checks that
-//! the garbage the snapshot stripes allow is gone, and that the outputs'
+//! the garbage the snapshot stripes allow is gone, that at the bottom the
+//! version older than every snapshot is stored at seqno 0, and that the outputs'
 //! key ranges are disjoint, cover what they hold, and install in L1.
 
 mod compaction_support;
@@ -251,6 +252,10 @@ fn check(case: Case) -> Result<(), TestCaseError> {
                     "a droppable deletion of {:?} kept",
                     k
                 );
+                // Every reader sees it: stored at seqno 0, which compresses.
+                prop_assert_eq!(s, 0, "{:?} kept its seqno at the bottom", k);
+            } else {
+                prop_assert!(s > 0, "{:?} lost the seqno a snapshot needs", k);
             }
         }
     }

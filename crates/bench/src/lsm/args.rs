@@ -141,12 +141,16 @@ pub struct LsmArgs {
     #[arg(long, value_parser = parse_bytes)]
     pub(super) blob_zstd_dictionary: Option<u64>,
     /// Parent directory; each engine gets a subdirectory, wiped before and
-    /// after each run.
+    /// after each run (but the last, with `--keep`).
     #[arg(long, default_value = "./strata-data/lsm")]
     pub(super) dir: PathBuf,
     /// Runs per engine; the tables give the median.
     #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100))]
     pub(super) runs: usize,
+    /// Leave each engine's directory as its last run left it, closed, for
+    /// inspection (`strata-ctl`, `du`); the next invocation wipes it.
+    #[arg(long)]
+    pub(super) keep: bool,
     /// Print one JSON object per engine, workload and run, then one
     /// `"kind":"median"` each, instead of tables.
     #[arg(long)]

@@ -12,6 +12,7 @@
 //! variant of [`KvEngineKind`], and arms in [`KvEngineKind::open`] and
 //! [`KvEngineKind::wipe`] (behind its cargo feature).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -303,25 +304,71 @@ pub fn settle(engine: &dyn KvEngine, name: &'static str) -> Result<Duration, Eng
 }
 
 /// Returns the bytes the file system allocated to every file under `dir`,
-/// subdirectories included (`du`, not `du --apparent-size`): what the engine
+/// by kind of file (its extension, `sst`, `blob`, `log`, else the name's
+/// leading letters, `MANIFEST`, `LOCK`: a space gap between engines traced
+/// to the files that hold it), subdirectories included (`du`, not `du --apparent-size`): what the engine
 /// holds on disk, measured the same way for every engine. Allocated rather
 /// than apparent sizes, so that a log an engine sizes up front (fjall sets
 /// its journal's length to 64 MiB) counts for what it really takes.
 /// The engines' directories are theirs, not files the bench manages through
 /// Strata's `FileSystem`, so `std::fs` reads them.
-pub fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+pub fn dir_bytes_by_kind(dir: &Path) -> std::io::Result<BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    add_dir_bytes(dir, &mut out)?;
+    Ok(out)
+}
+
+fn add_dir_bytes(dir: &Path, out: &mut BTreeMap<String, u64>) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     /// `st_blocks` counts 512-byte units whatever the file system's block.
     const STAT_BLOCK: u64 = 512;
-    let mut total = 0;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
-        total += if meta.is_dir() {
-            dir_bytes(&entry.path())?
+        if meta.is_dir() {
+            add_dir_bytes(&entry.path(), out)?;
         } else {
-            meta.blocks() * STAT_BLOCK
-        };
+            let name = entry.file_name();
+            *out.entry(file_kind(&name.to_string_lossy())).or_default() +=
+                meta.blocks() * STAT_BLOCK;
+        }
     }
-    Ok(total)
+    Ok(())
+}
+
+/// `000012.sst` is `sst`; `MANIFEST-000005` is `MANIFEST`; `LOG` is `LOG`.
+fn file_kind(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((_, ext)) if !ext.is_empty() && !ext.bytes().all(|b| b.is_ascii_digit()) => {
+            ext.to_string()
+        }
+        _ => {
+            let letters: String = name
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+                .collect();
+            if letters.is_empty() {
+                "other".to_string()
+            } else {
+                letters
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_kind;
+
+    #[test]
+    fn files_are_grouped_by_extension_else_by_their_leading_letters() {
+        assert_eq!(file_kind("00000000000000a1.sst"), "sst");
+        assert_eq!(file_kind("000012.log"), "log");
+        assert_eq!(file_kind("MANIFEST-000005"), "MANIFEST");
+        assert_eq!(file_kind("OPTIONS-000007"), "OPTIONS");
+        assert_eq!(file_kind("LOG"), "LOG");
+        // A numeric suffix is not a kind; nor is a name of digits.
+        assert_eq!(file_kind("LOG.old.1700000000"), "LOG");
+        assert_eq!(file_kind("42"), "other");
+    }
 }

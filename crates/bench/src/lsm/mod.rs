@@ -33,7 +33,7 @@ use std::path::Path;
 
 use self::args::with_fill;
 pub use self::args::LsmArgs;
-use self::engine::{dir_bytes, settle, KvEngineKind, KvSettings, WriteFlags};
+use self::engine::{dir_bytes_by_kind, settle, KvEngineKind, KvSettings, WriteFlags};
 use self::keys::LiveKeys;
 use self::record::{median_record, table, LsmRecord, Params};
 use self::workloads::{rates, Plan, Workload};
@@ -140,6 +140,7 @@ pub fn run(args: &LsmArgs) -> Result<(), BenchError> {
                 parent: &args.dir,
                 run,
                 runs: args.runs,
+                keep: args.keep,
             };
             for (w, record) in run_engine(&ctx, &workloads)? {
                 if args.json {
@@ -198,6 +199,8 @@ struct RunContext<'a> {
     parent: &'a Path,
     run: usize,
     runs: usize,
+    /// Leave the directory after the last run (`--keep`).
+    keep: bool,
 }
 
 /// Runs every workload on one fresh database of `ctx.kind`; returns each
@@ -263,11 +266,12 @@ fn run_engine(
             _ if w.writes() => Some(m.user_bytes),
             _ => None,
         };
-        let disk = if w.writes() {
-            Some(dir_bytes(&dir).map_err(BenchError::io("measure", &dir))?)
+        let by_kind = if w.writes() {
+            Some(dir_bytes_by_kind(&dir).map_err(BenchError::io("measure", &dir))?)
         } else {
             None
         };
+        let disk = by_kind.as_ref().map(|k| k.values().sum::<u64>());
         let live_bytes = live.bytes();
         let latency =
             |q: f64| (!m.latency_us.is_empty()).then(|| m.latency_us.value_at_quantile(q));
@@ -309,6 +313,7 @@ fn run_engine(
                     .map(|(u, d)| d as f64 / u as f64),
                 settle_seconds: settle_time.map(|d| d.as_secs_f64()),
                 disk_bytes: disk,
+                disk_bytes_by_kind: by_kind,
                 live_user_bytes: w.writes().then_some(live_bytes),
                 space_amplification: disk
                     .filter(|_| live_bytes > 0)
@@ -323,6 +328,8 @@ fn run_engine(
     }
     engine.close()?;
     release_free_heap();
-    ctx.kind.wipe(&dir)?;
+    if !(ctx.keep && ctx.run == ctx.runs) {
+        ctx.kind.wipe(&dir)?;
+    }
     Ok(out)
 }

@@ -2,6 +2,8 @@
 //! (one JSON line each with `--json`), the median of the runs, and a table
 //! per workload with a column per engine and `strata/<peer>` ratios.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::engine::KvSettings;
@@ -80,6 +82,9 @@ pub struct LsmRecord {
     pub settle_seconds: Option<f64>,
     /// Bytes of the engine's directory once settled.
     pub disk_bytes: Option<u64>,
+    /// The same by kind of file (extension or name: `sst`, `blob`,
+    /// `MANIFEST`), to trace a space gap to the files that hold it.
+    pub disk_bytes_by_kind: Option<BTreeMap<String, u64>>,
     /// Key + value bytes of the live keys.
     pub live_user_bytes: Option<u64>,
     /// Disk bytes over live user bytes (write workloads).
@@ -132,6 +137,7 @@ pub fn median_record(records: &[LsmRecord]) -> LsmRecord {
         write_amplification: of(&|r| r.write_amplification),
         settle_seconds: of(&|r| r.settle_seconds),
         disk_bytes: ou(&|r| r.disk_bytes),
+        disk_bytes_by_kind: median_by_kind(records),
         live_user_bytes: ou(&|r| r.live_user_bytes),
         space_amplification: of(&|r| r.space_amplification),
         stall_ms: of(&|r| r.stall_ms),
@@ -143,6 +149,32 @@ pub fn median_record(records: &[LsmRecord]) -> LsmRecord {
 }
 
 /// The median of each level's bytes over the records that report them.
+/// Each kind's median over the runs that report a breakdown (0 in a run
+/// without that kind of file).
+fn median_by_kind(records: &[LsmRecord]) -> Option<BTreeMap<String, u64>> {
+    let reported: Vec<&BTreeMap<String, u64>> = records
+        .iter()
+        .filter_map(|r| r.disk_bytes_by_kind.as_ref())
+        .collect();
+    if reported.is_empty() {
+        return None;
+    }
+    let kinds: std::collections::BTreeSet<&String> =
+        reported.iter().flat_map(|m| m.keys()).collect();
+    let median_of = |kind: &String| {
+        let values = reported
+            .iter()
+            .map(|m| m.get(kind).copied().unwrap_or(0) as f64);
+        median(values.collect()).map_or(0, |m| m.round() as u64)
+    };
+    Some(
+        kinds
+            .into_iter()
+            .map(|k| (k.clone(), median_of(k)))
+            .collect(),
+    )
+}
+
 fn median_by_level(records: &[LsmRecord]) -> Option<Vec<u64>> {
     let reported: Vec<&Vec<u64>> = records
         .iter()
