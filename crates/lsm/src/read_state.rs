@@ -2,11 +2,12 @@
 //! memtables and the visible sequence number), published together behind
 //! one pointer, and the one path that installs a new version.
 //!
-//! A reader calls [`Installer::load`] (a short borrow for one lookup) or
+//! A reader calls [`Installer::load`] (a short borrow for one lookup),
 //! [`Installer::load_full`] (an `Arc<ReadState>`: a snapshot or an
-//! iterator's pin) and reads at `visible` over exactly those memtables and
-//! files, however long it takes: later installs publish new states and never
-//! change a loaded one. Readers take no lock at all.
+//! iterator's pin) or [`Installer::load_with_visible`] (a state and the
+//! seqno to read at without a snapshot) and reads over exactly those
+//! memtables and files, however long it takes: later installs publish new
+//! states and never change a loaded one. Readers take no lock at all.
 //!
 //! Installing (flush, compaction, ingestion), in [`Installer::install`]:
 //! 1. take the manifest lock (installers only: it serializes them, so no
@@ -170,6 +171,28 @@ impl Installer {
     /// snapshot or an iterator.
     pub fn load(&self) -> Guard<Arc<ReadState>> {
         self.state.load()
+    }
+
+    /// The current state and the seqno a read without a snapshot reads at
+    /// through it: `visible()`, taken while that state was current. Every
+    /// write at or below it is then in the state, and no version a read at
+    /// it needs was dropped: the flushes and compactions the state holds
+    /// ran before, and dropped only versions hidden by a newer one visible
+    /// then. Taken the other way round (the seqno, then the state), a flush
+    /// installed between the two could drop the newest version below a
+    /// write that became visible meanwhile, and the read found nothing.
+    pub fn load_with_visible(&self, visible: impl Fn() -> SeqNo) -> (Guard<Arc<ReadState>>, SeqNo) {
+        let mut state = self.load();
+        loop {
+            let seqno = visible();
+            #[cfg(test)]
+            read_pause::hit();
+            let again = self.load();
+            if Arc::ptr_eq(&state, &again) {
+                return (again, seqno);
+            }
+            state = again;
+        }
     }
 
     /// Returns the current state as an `Arc`: a snapshot that keeps its
@@ -343,6 +366,28 @@ impl Installer {
                 return Some(new);
             }
             cur = Guard::into_inner(prev);
+        }
+    }
+}
+
+/// A pause between a read's seqno and its state, for tests that install a
+/// state there.
+#[cfg(test)]
+pub(crate) mod read_pause {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static HOOK: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    /// Runs `f` once, on this thread, at its next read's pause.
+    pub fn once(f: impl FnOnce() + 'static) {
+        HOOK.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+    }
+
+    pub(crate) fn hit() {
+        if let Some(f) = HOOK.with(|h| h.borrow_mut().take()) {
+            f();
         }
     }
 }

@@ -263,8 +263,8 @@ impl Db {
                 ));
             }
         }
-        let seqno = inner.read_seqno(options);
-        let rs = state.installer.load_full();
+        let (rs, seqno) = inner.read_view(&state.installer, options);
+        let rs = arc_swap::Guard::into_inner(rs);
         // The bounds are shared by every source (no copy per memtable,
         // level or file): each allocation of a creation may wait for
         // glibc's arena lock behind a background thread.

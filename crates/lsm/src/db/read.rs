@@ -46,8 +46,7 @@ impl Db {
         inner.check_open()?;
         let state = cf.live()?;
         check_key(key)?;
-        let seqno = inner.read_seqno(options);
-        let rs = state.installer.load();
+        let (rs, seqno) = inner.read_view(&state.installer, options);
         inner.lookup(&rs, key, seqno, fetch_blob)
     }
 
@@ -64,8 +63,7 @@ impl Db {
         for key in keys {
             check_key(key)?;
         }
-        let seqno = inner.read_seqno(options);
-        let rs = state.installer.load_full();
+        let (rs, seqno) = inner.read_view(&state.installer, options);
         keys.iter()
             .map(|key| inner.get_at(&rs, key, seqno))
             .collect()
@@ -83,12 +81,17 @@ pub(super) fn check_key(key: &[u8]) -> Result<()> {
 }
 
 impl DbInner {
-    /// The seqno a read sees: its snapshot's, or the visible one, read
-    /// before the state is loaded.
-    pub(super) fn read_seqno(&self, options: &ReadOptions) -> SeqNo {
+    /// The state a read goes through and the seqno it reads at: its
+    /// snapshot's, or the visible one while that state was current
+    /// (`Installer::load_with_visible`).
+    pub(super) fn read_view(
+        &self,
+        installer: &crate::read_state::Installer,
+        options: &ReadOptions,
+    ) -> (arc_swap::Guard<Arc<ReadState>>, SeqNo) {
         match &options.snapshot {
-            Some(s) => s.seqno(),
-            None => self.seq.visible(),
+            Some(s) => (installer.load(), s.seqno()),
+            None => installer.load_with_visible(|| self.seq.visible()),
         }
     }
 
@@ -216,5 +219,48 @@ impl TableAccess {
                 desc.largest_seqno,
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use strata_fs::{FileSystem, MemFs};
+
+    use crate::read_state::read_pause;
+    use crate::{Db, Hooks, Options, ReadOptions, WriteOptions};
+
+    /// At the pause between a read's seqno and its state: a newer write of
+    /// `k` becomes visible and a flush drops the older version it hides.
+    fn overwrite_and_flush_at_the_pause(db: &Db) {
+        let db = db.clone();
+        read_pause::once(move || {
+            let cf = db.default_column_family();
+            db.put(&WriteOptions::default(), &cf, b"k", b"new").unwrap();
+            db.flush(&cf, true).unwrap();
+        });
+    }
+
+    /// A read without a snapshot that took its seqno before a flush dropped
+    /// the version it would see, and its state after, found nothing where
+    /// the key had a value all along.
+    #[test]
+    fn a_read_racing_an_overwrite_and_a_flush_still_finds_the_key() {
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        let db = Db::open_with(fs, "/db", Options::default(), Hooks::default()).unwrap();
+        let cf = db.default_column_family();
+        db.put(&WriteOptions::default(), &cf, b"k", b"old").unwrap();
+
+        overwrite_and_flush_at_the_pause(&db);
+        let got = db.get(&ReadOptions::default(), &cf, b"k").unwrap();
+        assert_eq!(got.as_deref(), Some(&b"new"[..]), "point read");
+
+        db.put(&WriteOptions::default(), &cf, b"k", b"old").unwrap();
+        overwrite_and_flush_at_the_pause(&db);
+        let mut it = db.iter(&ReadOptions::default(), &cf).unwrap();
+        it.seek_to_first().unwrap();
+        assert!(it.valid(), "iterator: the key vanished");
+        assert_eq!((it.key(), it.value()), (&b"k"[..], &b"new"[..]));
     }
 }
