@@ -304,10 +304,11 @@ pub fn settle(engine: &dyn KvEngine, name: &'static str) -> Result<Duration, Eng
 }
 
 /// Returns the bytes the file system allocated to every file under `dir`,
-/// by kind of file (its extension, `sst`, `blob`, `log`, else the name's
-/// leading letters, `MANIFEST`, `LOCK`: a space gap between engines traced
-/// to the files that hold it), subdirectories included (`du`, not `du --apparent-size`): what the engine
-/// holds on disk, measured the same way for every engine. Allocated rather
+/// subdirectories included, by kind of file: its extension (`sst`, `blob`,
+/// `log`), else the name's leading letters (`MANIFEST`, `LOCK`), so that a
+/// space gap between engines is traced to the files that hold it. Allocated
+/// bytes (`du`, not `du --apparent-size`): what the engine holds on disk,
+/// measured the same way for every engine. Allocated rather
 /// than apparent sizes, so that a log an engine sizes up front (fjall sets
 /// its journal's length to 64 MiB) counts for what it really takes.
 /// The engines' directories are theirs, not files the bench manages through

@@ -148,7 +148,6 @@ pub fn median_record(records: &[LsmRecord]) -> LsmRecord {
     }
 }
 
-/// The median of each level's bytes over the records that report them.
 /// Each kind's median over the runs that report a breakdown (0 in a run
 /// without that kind of file).
 fn median_by_kind(records: &[LsmRecord]) -> Option<BTreeMap<String, u64>> {
@@ -175,6 +174,7 @@ fn median_by_kind(records: &[LsmRecord]) -> Option<BTreeMap<String, u64>> {
     )
 }
 
+/// The median of each level's bytes over the records that report them.
 fn median_by_level(records: &[LsmRecord]) -> Option<Vec<u64>> {
     let reported: Vec<&Vec<u64>> = records
         .iter()

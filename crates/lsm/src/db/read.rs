@@ -1,8 +1,9 @@
-//! Point reads. A reader takes the visible seqno (or its snapshot's), then
-//! loads the family's read state: every write at or below that seqno was
-//! in the memtables or files of any state published after it, so the pair
-//! is consistent. No lock is taken. A separated value is read from the
-//! blob file of the same read state's version (`blob.rs`).
+//! Point reads. A reader loads the family's read state and the seqno it
+//! reads at together (`DbInner::read_view`): its snapshot's, or the visible
+//! seqno taken while that state was current, so that the state holds every
+//! write at or below it and no version the read needs was dropped. No lock
+//! is taken. A separated value is read from the blob file of the same read
+//! state's version (`blob.rs`).
 
 use std::sync::Arc;
 
@@ -63,7 +64,9 @@ impl Db {
         for key in keys {
             check_key(key)?;
         }
+        // Held across many lookups (and blob reads): an `Arc`, not a guard.
         let (rs, seqno) = inner.read_view(&state.installer, options);
+        let rs = arc_swap::Guard::into_inner(rs);
         keys.iter()
             .map(|key| inner.get_at(&rs, key, seqno))
             .collect()
