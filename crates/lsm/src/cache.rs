@@ -21,8 +21,9 @@
 
 use std::sync::Arc;
 
-use quick_cache::sync::Cache;
+use quick_cache::sync::{Cache, DefaultLifecycle};
 use quick_cache::Weighter;
+use rustc_hash::FxBuildHasher;
 
 use crate::blob::BlobBlock;
 use crate::sst::Block;
@@ -58,7 +59,9 @@ impl Weighter<BlockKey, Cached> for BlockWeighter {
 
 /// A cache of decoded blocks, shared across files and threads.
 pub struct BlockCache {
-    cache: Cache<BlockKey, Cached, BlockWeighter>,
+    /// Hashed with Fx, not SipHash: keys are the engine's file numbers and
+    /// offsets, never chosen by a user, and every block read hashes one.
+    cache: Cache<BlockKey, Cached, BlockWeighter, FxBuildHasher>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -77,7 +80,13 @@ impl BlockCache {
         // The item estimate only sizes the initial tables; assume 4 KiB blocks.
         let items = (capacity_bytes / 4096).clamp(16, 1 << 24) as usize;
         BlockCache {
-            cache: Cache::with_weighter(items, capacity_bytes, BlockWeighter),
+            cache: Cache::with(
+                items,
+                capacity_bytes,
+                BlockWeighter,
+                FxBuildHasher,
+                DefaultLifecycle::default(),
+            ),
         }
     }
 

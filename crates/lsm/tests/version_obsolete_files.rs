@@ -79,6 +79,27 @@ fn a_moved_file_keeps_one_owner_and_is_queued_once() {
     assert!(rx.try_recv().is_err());
 }
 
+/// A move out of L0 gives the file a new entry (the L0 one keeps its open
+/// reader for the versions that hold it there): the file is still queued
+/// once, when the last entry of either placement goes.
+#[test]
+fn a_file_moved_out_of_level0_is_queued_once_after_both_entries() {
+    let (inst, rx) = installer();
+    install(&inst, &[edit(&[(0, desc(1, 0, 9, 1, 1))], &[])]).unwrap();
+    let at_l0 = inst.load_full();
+    install(&inst, &[edit(&[(1, desc(1, 0, 9, 1, 1))], &[(0, 1)])]).unwrap();
+    let moved = inst.load_full();
+    let (level, entry) = moved.version.file(1).unwrap();
+    assert_eq!(level, 1);
+    assert!(entry.same_file(at_l0.version.file(1).unwrap().1));
+    drop(moved);
+    install(&inst, &[edit(&[], &[(1, 1)])]).unwrap();
+    assert!(rx.try_recv().is_err(), "the L0 view still reads file 1");
+    drop(at_l0);
+    assert_eq!(rx.try_recv().unwrap(), ObsoleteFile::Table(1));
+    assert!(rx.try_recv().is_err());
+}
+
 /// One edit that moves half of a level's files and replaces the other half
 /// (a full compaction's shape): the moved keep their owners, the replaced
 /// are queued once each. The moves are found by number, not by a search of

@@ -18,16 +18,41 @@ use crate::iter::{
 use crate::key::{SeqNo, ValueKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::read_state::ReadState;
-use crate::version::FileMeta;
+use crate::version::{FileMeta, Level};
 
 /// One source of a [`DbIterator`], stored in the source list itself: a
 /// box per source was an allocation apiece at every creation, and each
 /// allocation may wait for glibc's arena lock (`docs/lsm.md`, "Allocations
 /// on the read path").
 enum Source {
-    Memtable(OwnedMemtableIter),
+    Memtable(StateMemtableIter),
     Table(crate::sst::SstIter),
-    Level(LevelIterator<Arc<TableOpener>>),
+    Level(LevelIterator<Arc<TableOpener>, StateLevel>),
+}
+
+/// A level of the iterator's read state, borrowed: the state's version
+/// owns it for as long as the iterator holds the state. Cloning the level
+/// took two reference counts that every iterator shares, so each creation
+/// took their cache lines from the other cores.
+struct StateLevel(std::ptr::NonNull<Level>);
+
+// SAFETY: a `Level` is immutable and `Sync`; only read through the pointer.
+unsafe impl Send for StateLevel {}
+
+impl StateLevel {
+    /// # Safety
+    /// `level` must outlive the `StateLevel`: it belongs to the read state
+    /// the iterator holds.
+    unsafe fn new(level: &Level) -> StateLevel {
+        StateLevel(std::ptr::NonNull::from(level))
+    }
+}
+
+impl std::borrow::Borrow<Level> for StateLevel {
+    fn borrow(&self) -> &Level {
+        // SAFETY: `StateLevel::new`'s contract.
+        unsafe { self.0.as_ref() }
+    }
 }
 
 /// Runs `$e` on whichever iterator `$source` holds, bound to `$it`.
@@ -71,29 +96,26 @@ impl InternalIterator for Source {
     }
 }
 
-/// A memtable iterator that keeps its memtable alive.
-struct OwnedMemtableIter {
-    // Declared first: dropped before the memtable it borrows.
+/// An iterator over a memtable of the iterator's read state, which keeps
+/// the memtable alive (no count of its own: see [`StateLevel`]).
+struct StateMemtableIter {
     iter: MemtableIter<'static>,
-    _memtable: Arc<Memtable>,
 }
 
-impl OwnedMemtableIter {
-    fn new(memtable: Arc<Memtable>, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> Self {
+impl StateMemtableIter {
+    /// # Safety
+    /// `memtable` must outlive the iterator: it belongs to the read state
+    /// the database iterator holds, and drops after its sources.
+    unsafe fn new(memtable: &Memtable, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> Self {
         let iter = memtable.iter_with_shared_bounds(lower, upper);
-        // SAFETY: the iterator borrows the memtable, which lives in the
-        // `Arc` stored beside it: its address never changes, and the field
-        // order drops the iterator first. The bounds are owned by the
+        // SAFETY: the caller's contract; the bounds are owned by the
         // iterator, so only the memtable is borrowed.
         let iter: MemtableIter<'static> = unsafe { std::mem::transmute(iter) };
-        OwnedMemtableIter {
-            iter,
-            _memtable: memtable,
-        }
+        StateMemtableIter { iter }
     }
 }
 
-impl InternalIterator for OwnedMemtableIter {
+impl InternalIterator for StateMemtableIter {
     fn valid(&self) -> bool {
         self.iter.valid()
     }
@@ -129,6 +151,8 @@ impl InternalIterator for OwnedMemtableIter {
 /// valid.
 pub struct DbIterator {
     // Declared first: dropped before the state that owns what it reads.
+    // Its sources borrow from `state` (memtables, levels, L0's kept
+    // readers) without counts of their own; `state` is never replaced.
     inner: SnapshotIterator<MergingIterator<Source>>,
     /// Follows the references of separated values; made at the first one,
     /// so that an iterator over inline values never builds it.
@@ -279,11 +303,11 @@ impl Db {
         let mut tombstones: Vec<RangeTombstone> = Vec::new();
         for mem in std::iter::once(&rs.active).chain(rs.immutables.iter()) {
             tombstones.extend(mem.range_tombstones(seqno));
-            sources.push(Source::Memtable(OwnedMemtableIter::new(
-                mem.clone(),
-                lower.clone(),
-                upper.clone(),
-            )));
+            // SAFETY: `mem` belongs to `rs`, which the iterator holds and
+            // drops after its sources.
+            sources.push(Source::Memtable(unsafe {
+                StateMemtableIter::new(mem, lower.clone(), upper.clone())
+            }));
         }
         // `files_in_range` takes an inclusive end; the exclusive upper bound
         // over-selects by at most the file starting at it, which is harmless.
@@ -298,15 +322,17 @@ impl Db {
             upper: upper.clone(),
             prefix: options.prefix.clone(),
         });
-        for file in rs
-            .version
-            .files_in_range(0, lower.as_deref(), upper.as_deref())
-        {
-            let table = inner.open_table(file)?;
-            tombstones.extend(table.range_tombstones().iter().cloned());
-            if let Some(iter) = opener.iter(table) {
-                sources.push(Source::Table(iter));
-            }
+        if let Some(l0) = rs.version.level(0) {
+            l0.try_for_each_overlapping_l0(lower.as_deref(), upper.as_deref(), |file| {
+                let table = inner.table_access.open_l0(file)?;
+                tombstones.extend(table.range_tombstones().iter().cloned());
+                // SAFETY: `table` is the reader kept by `file`, an L0 entry
+                // of `rs.version` (`FileMeta::pin_reader`: set once, dropped
+                // only with the entry). The iterator holds `rs` and drops
+                // its sources before it.
+                unsafe { opener.push_borrowed(table, &mut sources) };
+                Ok::<(), Error>(())
+            })?;
         }
         let mut flagged = Vec::new();
         for level in 1..rs.version.num_levels() {
@@ -321,8 +347,9 @@ impl Db {
                 let table = inner.open_table(file)?;
                 tombstones.extend(table.range_tombstones().iter().cloned());
             }
+            // SAFETY: `files` belongs to `rs.version`, as above.
             sources.push(Source::Level(LevelIterator::new(
-                files.clone(),
+                unsafe { StateLevel::new(files) },
                 lower.clone(),
                 upper.clone(),
                 opener.clone(),
@@ -364,6 +391,25 @@ impl TableOpener {
             }
         }
         Some(table.into_iter_bounded(self.lower.clone(), self.upper.clone()))
+    }
+}
+
+impl TableOpener {
+    /// Adds to `sources` the iterator [`Self::iter`] would make, borrowing
+    /// `table` (`SstReader::iter_borrowed`), built in place.
+    ///
+    /// # Safety
+    /// `table` must outlive the iterator.
+    unsafe fn push_borrowed(&self, table: &crate::sst::SstReader, sources: &mut Vec<Source>) {
+        if let Some(prefix) = &self.prefix {
+            if !table.may_contain_prefix(prefix) {
+                return;
+            }
+        }
+        // SAFETY: the caller's contract.
+        sources.push(Source::Table(unsafe {
+            table.iter_borrowed(self.lower.clone(), self.upper.clone())
+        }));
     }
 }
 

@@ -162,8 +162,14 @@ impl DbInner {
                 return found(kind, value);
             }
         }
-        for (_, file) in rs.version.files_for_key(key) {
-            let table = self.open_table(file)?;
+        for (level, file) in rs.version.files_for_key(key) {
+            let opened;
+            let table = if level == 0 {
+                self.table_access.open_l0(file)?
+            } else {
+                opened = self.open_table(file)?;
+                &opened
+            };
             let tombstone = table
                 .range_tombstones()
                 .iter()
@@ -200,7 +206,21 @@ impl TableAccess {
     /// The reader of an SST file of a version, from the open files or
     /// opened now.
     pub(super) fn open(&self, file: &FileMeta) -> Result<crate::sst::SstReader> {
+        if let Some(reader) = file.pinned_reader() {
+            return Ok(reader.clone());
+        }
         self.open_desc(file.desc())
+    }
+
+    /// [`Self::open`] for a file of L0, whose reader then stays with the
+    /// version's entry (`FileMeta::pin_reader`): every iterator and most
+    /// point reads open every L0 file.
+    pub(super) fn open_l0<'f>(&self, file: &'f FileMeta) -> Result<&'f crate::sst::SstReader> {
+        if let Some(reader) = file.pinned_reader() {
+            return Ok(reader);
+        }
+        let reader = self.open_desc(file.desc())?;
+        Ok(file.pin_reader(reader))
     }
 
     /// [`Self::open`] for a file known by its description (a job's output,

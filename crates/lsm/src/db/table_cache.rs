@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 
-use quick_cache::sync::Cache;
+use quick_cache::sync::{Cache, DefaultLifecycle};
+use quick_cache::UnitWeighter;
+use rustc_hash::FxBuildHasher;
 
 use crate::error::Result;
 use crate::sst::SstReader;
@@ -20,14 +22,22 @@ use crate::version::FileNumber;
 /// Open SST readers by file number.
 #[derive(Debug)]
 pub(crate) struct TableCache {
-    open: Cache<FileNumber, SstReader>,
+    /// Hashed with Fx, not SipHash: the keys are the engine's own file
+    /// numbers, never chosen by a user, and the hash is on every read.
+    open: Cache<FileNumber, SstReader, UnitWeighter, FxBuildHasher>,
 }
 
 impl TableCache {
     /// A cache of at most about `max_open_files` readers.
     pub fn new(max_open_files: usize) -> Arc<TableCache> {
         Arc::new(TableCache {
-            open: Cache::new(max_open_files),
+            open: Cache::with(
+                max_open_files,
+                max_open_files as u64,
+                UnitWeighter,
+                FxBuildHasher,
+                DefaultLifecycle::default(),
+            ),
         })
     }
 

@@ -17,6 +17,7 @@
 //! meeting the bounds, in order, as a merging iterator over one iterator
 //! per file would produce them (`tests::matches_one_source_per_file`).
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 use super::InternalIterator;
@@ -43,8 +44,10 @@ impl<T: FileOpener> FileOpener for Arc<T> {
 }
 
 /// One sorted level as one source; see the module doc.
-pub struct LevelIterator<O: FileOpener> {
-    level: Level,
+pub struct LevelIterator<O: FileOpener, L: Borrow<Level> = Level> {
+    /// The level: owned, or borrowed from an owner the caller keeps beside
+    /// the iterator (a database iterator's read state).
+    level: L,
     /// User-key bounds: `lower` inclusive, `upper` exclusive. Shared: an
     /// iterator has one source per level, and a copy of each bound per
     /// level was an allocation apiece at every iterator creation.
@@ -57,25 +60,22 @@ pub struct LevelIterator<O: FileOpener> {
     iter: Option<O::Iter>,
 }
 
-impl<O: FileOpener> std::fmt::Debug for LevelIterator<O> {
+impl<O: FileOpener, L: Borrow<Level>> std::fmt::Debug for LevelIterator<O, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LevelIterator")
-            .field("files", &self.level.len())
+            .field("files", &self.level.borrow().len())
             .field("file", &self.file.as_ref().map(|f| f.number()))
             .field("valid", &self.current_valid())
             .finish()
     }
 }
 
-impl<O: FileOpener> LevelIterator<O> {
+impl<O: FileOpener, L: Borrow<Level>> LevelIterator<O, L> {
     /// A cursor over `level` (a sorted level) within the user-key bounds;
-    /// not positioned until a seek.
-    pub fn new(
-        level: Level,
-        lower: Option<Arc<[u8]>>,
-        upper: Option<Arc<[u8]>>,
-        opener: O,
-    ) -> Self {
+    /// not positioned until a seek. Inlined, so that a caller storing it
+    /// builds it in place (it holds a file iterator: hundreds of bytes).
+    #[inline]
+    pub fn new(level: L, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>, opener: O) -> Self {
         LevelIterator {
             level,
             lower,
@@ -119,7 +119,7 @@ impl<O: FileOpener> LevelIterator<O> {
             let Some(f) = &self.file else {
                 return Ok(());
             };
-            let next = self.level.next_file(f).cloned();
+            let next = self.level.borrow().next_file(f).cloned();
             if next.is_none() {
                 return self.enter(None);
             }
@@ -138,7 +138,7 @@ impl<O: FileOpener> LevelIterator<O> {
             let Some(f) = &self.file else {
                 return Ok(());
             };
-            let prev = self.level.prev_file(f).cloned();
+            let prev = self.level.borrow().prev_file(f).cloned();
             if prev.is_none() {
                 return self.enter(None);
             }
@@ -157,8 +157,8 @@ impl<O: FileOpener> LevelIterator<O> {
             (k, l) => k.or(l),
         };
         match key {
-            Some(k) => self.level.file_at_or_after(k),
-            None => self.level.first_file(),
+            Some(k) => self.level.borrow().file_at_or_after(k),
+            None => self.level.borrow().first_file(),
         }
         .cloned()
     }
@@ -167,20 +167,20 @@ impl<O: FileOpener> LevelIterator<O> {
     /// bound.
     fn file_until(&self, user_key: Option<&[u8]>) -> Option<Arc<FileMeta>> {
         let mut file = match user_key {
-            Some(k) => self.level.file_at_or_before(k),
-            None => self.level.last_file(),
+            Some(k) => self.level.borrow().file_at_or_before(k),
+            None => self.level.borrow().last_file(),
         };
         if let Some(u) = self.upper.as_deref() {
             // Files starting at or past the exclusive bound hold nothing.
             while let Some(f) = file.filter(|f| f.smallest().user_key() >= u) {
-                file = self.level.prev_file(f);
+                file = self.level.borrow().prev_file(f);
             }
         }
         file.cloned()
     }
 }
 
-impl<O: FileOpener> InternalIterator for LevelIterator<O> {
+impl<O: FileOpener, L: Borrow<Level>> InternalIterator for LevelIterator<O, L> {
     fn valid(&self) -> bool {
         self.current_valid()
     }

@@ -211,8 +211,29 @@ impl Block {
 
     /// An iterator over the block, positioned nowhere.
     pub fn iter(self: &Arc<Self>) -> BlockIter {
+        self.iter_over(Arc::clone(self))
+    }
+
+    /// A cursor over this block for as long as it is borrowed: no
+    /// reference count taken (the count is shared by every reader of a
+    /// cached block).
+    pub fn iter_ref(&self) -> BlockIter<&Block> {
+        self.iter_over(self)
+    }
+
+    /// A cursor over this block that takes no reference count and no
+    /// borrow, for a cursor stored beside the block's owner.
+    ///
+    /// # Safety
+    /// The block must outlive the cursor (and every copy of its
+    /// `BorrowedBlock`): the caller keeps an owner of the block beside it.
+    pub unsafe fn iter_borrowed(&self) -> BlockIter<BorrowedBlock> {
+        self.iter_over(BorrowedBlock(std::ptr::NonNull::from(self)))
+    }
+
+    fn iter_over<B: std::ops::Deref<Target = Block>>(&self, block: B) -> BlockIter<B> {
         BlockIter {
-            block: Arc::clone(self),
+            block,
             current: self.restarts_at,
             next: self.restarts_at,
             restart_index: self.num_restarts,
@@ -222,10 +243,33 @@ impl Block {
     }
 }
 
-/// A cursor over one block's entries, both ways.
+/// A block that a cursor reads without a reference count of its own,
+/// because an owner it travels with keeps the block alive: an SST
+/// iterator's index block, which the reader the iterator holds owns. The
+/// count it spares is shared by every iterator over the file, so each
+/// creation took its cache line from the other cores.
+#[derive(Debug, Clone, Copy)]
+pub struct BorrowedBlock(std::ptr::NonNull<Block>);
+
+// SAFETY: a `Block` is immutable and `Sync`; the pointer is only read.
+unsafe impl Send for BorrowedBlock {}
+// SAFETY: as above.
+unsafe impl Sync for BorrowedBlock {}
+
+impl std::ops::Deref for BorrowedBlock {
+    type Target = Block;
+    fn deref(&self) -> &Block {
+        // SAFETY: `Block::iter_borrowed`'s contract: the block outlives
+        // every cursor made over it.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// A cursor over one block's entries, both ways, holding the block by `B`
+/// (an `Arc`, or a [`BorrowedBlock`]).
 #[derive(Debug)]
-pub struct BlockIter {
-    block: Arc<Block>,
+pub struct BlockIter<B: std::ops::Deref<Target = Block> = Arc<Block>> {
+    block: B,
     /// Offset of the current entry; `restarts_at` when not valid.
     current: usize,
     /// Offset of the entry after the current one.
@@ -236,7 +280,7 @@ pub struct BlockIter {
     value: (usize, usize),
 }
 
-impl BlockIter {
+impl<B: std::ops::Deref<Target = Block>> BlockIter<B> {
     /// True when positioned at an entry.
     pub fn valid(&self) -> bool {
         self.current < self.block.restarts_at

@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use super::block::{BlockIter, KeyOrder};
+use super::block::{Block, BlockIter, BorrowedBlock, KeyOrder};
 use super::format::{BlockHandle, IndexKind};
 use super::reader::ReaderInner;
 use crate::error::Result;
@@ -59,7 +59,7 @@ trait Cursor: Send + std::fmt::Debug {
     fn prev(&mut self) -> Result<()>;
 }
 
-impl Cursor for BlockIter {
+impl<B: std::ops::Deref<Target = Block> + Send + std::fmt::Debug> Cursor for BlockIter<B> {
     fn valid(&self) -> bool {
         BlockIter::valid(self)
     }
@@ -95,20 +95,49 @@ impl Cursor for BlockIter {
     }
 }
 
+/// How an iterator holds its file's reader: a reference count of its own,
+/// or a borrow whose owner travels beside the iterator (a database
+/// iterator's L0 files, whose readers its read state keeps:
+/// `SstReader::iter_borrowed`). The count is shared by every iterator over
+/// the file, so taking it cost each creation a cache line from the other
+/// cores.
+#[derive(Debug, Clone)]
+pub(super) enum ReaderHandle {
+    Owned(Arc<ReaderInner>),
+    Borrowed(std::ptr::NonNull<ReaderInner>),
+}
+
+// SAFETY: `ReaderInner` is `Sync` (readers are shared between threads
+// behind an `Arc`); the borrowed form only reads through the pointer.
+unsafe impl Send for ReaderHandle {}
+
+impl std::ops::Deref for ReaderHandle {
+    type Target = ReaderInner;
+    fn deref(&self) -> &ReaderInner {
+        match self {
+            ReaderHandle::Owned(r) => r,
+            // SAFETY: `SstReader::iter_borrowed`'s contract: the reader
+            // outlives the iterator.
+            ReaderHandle::Borrowed(r) => unsafe { r.as_ref() },
+        }
+    }
+}
+
 /// An outer cursor whose values are block handles, and a cursor over the
 /// block the outer one points at.
 #[derive(Debug)]
 struct TwoLevel<O> {
     outer: O,
     inner: Option<(BlockHandle, BlockIter)>,
-    reader: Arc<ReaderInner>,
+    reader: ReaderHandle,
     what: &'static str,
     /// Blocks read from the file go into the block cache.
     fill_cache: bool,
 }
 
 impl<O: Cursor> TwoLevel<O> {
-    fn new(outer: O, reader: Arc<ReaderInner>, what: &'static str) -> Self {
+    #[inline]
+    fn new(outer: O, reader: ReaderHandle, what: &'static str) -> Self {
         TwoLevel {
             outer,
             inner: None,
@@ -224,9 +253,19 @@ impl<O: Cursor> Cursor for TwoLevel<O> {
     }
 }
 
-type IndexCursor = Box<dyn Cursor>;
+/// The index cursor: the top index block, or its partitions through it.
+/// An enum rather than a boxed trait object: the box was an allocation at
+/// every creation of an iterator over the file, and L0's files are opened
+/// by every database iterator.
+#[derive(Debug)]
+enum IndexCursor {
+    Single(BlockIter<BorrowedBlock>),
+    /// Boxed: two block cursors would double the size of every `SstIter`,
+    /// and files of a partitioned index are the large, rarer ones.
+    Partitioned(Box<TwoLevel<BlockIter<BorrowedBlock>>>),
+}
 
-impl Cursor for Box<dyn Cursor> {
+impl<C: Cursor + ?Sized> Cursor for Box<C> {
     fn valid(&self) -> bool {
         (**self).valid()
     }
@@ -253,6 +292,46 @@ impl Cursor for Box<dyn Cursor> {
     }
     fn prev(&mut self) -> Result<()> {
         (**self).prev()
+    }
+}
+
+/// Runs `$e` on whichever cursor `$index` holds, bound to `$it`.
+macro_rules! on_index {
+    ($index:expr, $it:ident => $e:expr) => {
+        match $index {
+            IndexCursor::Single($it) => $e,
+            IndexCursor::Partitioned($it) => $e,
+        }
+    };
+}
+
+impl Cursor for IndexCursor {
+    fn valid(&self) -> bool {
+        on_index!(self, it => Cursor::valid(it))
+    }
+    fn key(&self) -> &[u8] {
+        on_index!(self, it => Cursor::key(it))
+    }
+    fn value(&self) -> &[u8] {
+        on_index!(self, it => Cursor::value(it))
+    }
+    fn first(&mut self) -> Result<()> {
+        on_index!(self, it => Cursor::first(it))
+    }
+    fn last(&mut self) -> Result<()> {
+        on_index!(self, it => Cursor::last(it))
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        on_index!(self, it => Cursor::seek(it, target))
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        on_index!(self, it => Cursor::seek_for_prev(it, target))
+    }
+    fn next(&mut self) -> Result<()> {
+        on_index!(self, it => Cursor::next(it))
+    }
+    fn prev(&mut self) -> Result<()> {
+        on_index!(self, it => Cursor::prev(it))
     }
 }
 
@@ -297,18 +376,28 @@ enum Expect {
 }
 
 impl SstIter {
+    // Inlined into the callers, so that a database iterator's source is
+    // built where it is stored rather than copied there (a source is
+    // hundreds of bytes; the copies were a third of a creation).
+    #[inline]
     pub(super) fn new(
-        reader: Arc<ReaderInner>,
+        reader: ReaderHandle,
         lower: Option<Arc<[u8]>>,
         upper: Option<Arc<[u8]>>,
     ) -> SstIter {
         let global_seqno = reader.global_seqno;
-        let top = reader.index_top.iter();
+        // SAFETY: the index block belongs to `reader`, which this iterator
+        // holds (in `data`, and in the partitioned cursor) or borrows for as
+        // long as the cursor lives, and a reader never replaces its index
+        // block.
+        let top = unsafe { reader.index_top.iter_borrowed() };
         let index: IndexCursor = match reader.footer.index_kind {
-            IndexKind::Single => Box::new(top),
-            IndexKind::Partitioned => {
-                Box::new(TwoLevel::new(top, Arc::clone(&reader), "index partition"))
-            }
+            IndexKind::Single => IndexCursor::Single(top),
+            IndexKind::Partitioned => IndexCursor::Partitioned(Box::new(TwoLevel::new(
+                top,
+                reader.clone(),
+                "index partition",
+            ))),
         };
         SstIter {
             data: TwoLevel::new(index, reader, "data"),

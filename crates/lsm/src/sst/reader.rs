@@ -29,7 +29,7 @@ use strata_fs::{File, FileSystem};
 use super::block::{Block, BlockIter, KeyOrder};
 use super::filter::BloomFilter;
 use super::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
-use super::iter::{lookup_key, lookup_trailer, SstIter};
+use super::iter::{lookup_key, lookup_trailer, ReaderHandle, SstIter};
 use super::meta_index::{self, MetaIndex};
 use super::properties::Properties;
 use super::range_del::{self, RangeTombstone};
@@ -192,7 +192,7 @@ impl ReaderInner {
         target.extend_from_slice(user_key);
         target.extend_from_slice(&lookup_trailer(snapshot).to_le_bytes());
         if self.footer.index_kind == IndexKind::Single {
-            let mut index = self.index_top.iter();
+            let mut index = self.index_top.iter_ref();
             index.seek(&target);
             return Ok(self.lookup_in_blocks(index, &target, user_key)?.flatten());
         }
@@ -200,7 +200,8 @@ impl ReaderInner {
             .partitions
             .partition_point(|p| key::compare(&p.last_key, &target) == Ordering::Less);
         for partition in &self.partitions[first..] {
-            let mut index = self.pinned_partition(partition)?.iter();
+            let block = self.pinned_partition(partition)?;
+            let mut index = block.iter_ref();
             index.seek(&target);
             if let Some(found) = self.lookup_in_blocks(index, &target, user_key)? {
                 return Ok(found);
@@ -213,16 +214,16 @@ impl ReaderInner {
     /// position on: `Some(answer)` once a block holds an entry at or after
     /// the target, `None` when the index runs out first (a partitioned
     /// index then goes on in the next partition).
-    fn lookup_in_blocks(
+    fn lookup_in_blocks<B: std::ops::Deref<Target = Block>>(
         &self,
-        mut index: BlockIter,
+        mut index: BlockIter<B>,
         target: &[u8],
         user_key: &[u8],
     ) -> Result<Option<Option<Entry>>> {
         while index.valid() {
             let handle = self.index_handle(index.value())?;
             let block = self.read_block(handle, KeyOrder::Internal, "data")?;
-            let mut it = block.iter();
+            let mut it = block.iter_ref();
             it.seek(target);
             if it.valid() {
                 let (found, seqno, kind) = key::parse(it.key()).map_err(|e| {
@@ -560,13 +561,13 @@ impl SstReader {
 
     /// An iterator over the file's data entries, positioned nowhere.
     pub fn iter(&self) -> SstIter {
-        SstIter::new(Arc::clone(&self.inner), None, None)
+        SstIter::new(ReaderHandle::Owned(Arc::clone(&self.inner)), None, None)
     }
 
     /// As [`SstReader::iter`], for a compaction: blocks it reads from the
     /// file do not go into the block cache.
     pub fn iter_without_filling_cache(&self) -> SstIter {
-        let mut it = SstIter::new(Arc::clone(&self.inner), None, None);
+        let mut it = SstIter::new(ReaderHandle::Owned(Arc::clone(&self.inner)), None, None);
         it.stop_filling_cache();
         it
     }
@@ -574,13 +575,30 @@ impl SstReader {
     /// An iterator over the entries whose user key is in `[lower, upper)`
     /// (either bound may be absent).
     pub fn iter_bounded(&self, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> SstIter {
-        SstIter::new(Arc::clone(&self.inner), lower, upper)
+        SstIter::new(ReaderHandle::Owned(Arc::clone(&self.inner)), lower, upper)
     }
 
     /// [`Self::iter_bounded`], consuming this handle: no reference count
     /// is taken and dropped on the shared reader, whose count every reader
     /// thread of the file touches.
     pub fn into_iter_bounded(self, lower: Option<Arc<[u8]>>, upper: Option<Arc<[u8]>>) -> SstIter {
-        SstIter::new(self.inner, lower, upper)
+        SstIter::new(ReaderHandle::Owned(self.inner), lower, upper)
+    }
+
+    /// [`Self::into_iter_bounded`] without a reference count of the
+    /// iterator's own: the count is shared by every iterator over the file.
+    ///
+    /// # Safety
+    /// The reader must outlive the iterator: the caller keeps this
+    /// `SstReader` or a clone of it (they share what the iterator points
+    /// at) alive for as long as the iterator lives.
+    #[inline]
+    pub unsafe fn iter_borrowed(
+        &self,
+        lower: Option<Arc<[u8]>>,
+        upper: Option<Arc<[u8]>>,
+    ) -> SstIter {
+        let inner = std::ptr::NonNull::from(&*self.inner);
+        SstIter::new(ReaderHandle::Borrowed(inner), lower, upper)
     }
 }

@@ -211,14 +211,16 @@ fn apply_to(
             .remove(&desc.number)
             .or_else(|| earlier.get(&desc.number).cloned());
         let file = match moved {
-            Some(f) if f.desc() == desc => f,
+            // Out of L0, a new placement over the same file: the reader
+            // kept for L0 stays with the versions that hold the file there.
+            Some(f) if f.desc() == desc => f.placed(level),
             Some(_) => {
                 return Err(EditError::InvalidFile(format!(
                     "file {} moved with a different description",
                     desc.number
                 )))
             }
-            None => Arc::new(FileMeta::new(desc.clone(), v.queue.clone())),
+            None => Arc::new(FileMeta::at_level(desc.clone(), v.queue.clone(), level)),
         };
         v.levels[usize::from(level)].insert(level, file.clone())?;
         count_refs(v, &desc.blob_refs, true);

@@ -35,6 +35,7 @@
 //! `Arc`; the `Arc`'s own release/acquire on the count orders them too.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -144,10 +145,31 @@ impl ObsoleteFiles {
     }
 }
 
-/// An SST file as versions hold it: its description, and the obsolete flag
-/// that makes its last drop queue it for deletion.
+/// An SST file as versions hold it at one level: the file (its
+/// description, and the obsolete flag that makes its last drop queue it for
+/// deletion), and for L0 the file's open reader.
+///
+/// A trivial move out of L0 gives the file a new `FileMeta` at its new
+/// level over the same [`TableFile`] (`FileMeta::placed`): the file keeps
+/// one owner of its deletion, and the reader kept for L0 stays with the
+/// versions that hold the file in L0. Other moves keep the `FileMeta`.
 #[derive(Debug)]
 pub struct FileMeta {
+    file: Arc<TableFile>,
+    /// Placed in L0: the only placement that keeps a reader.
+    in_l0: bool,
+    /// The open reader of a file in L0, kept with the version's entry
+    /// rather than looked up in the table cache: every iterator opens every
+    /// L0 file, and the cache's shard lock and hash were a fifth of an
+    /// iterator's creation. Set by the first read at L0 (`pin_reader`) and
+    /// never at another level, so the files open beyond `max_open_files`
+    /// are those of L0 in the live versions.
+    l0_reader: OnceLock<crate::sst::SstReader>,
+}
+
+/// One SST file, shared by its placements in every version.
+#[derive(Debug)]
+struct TableFile {
     desc: FileDesc,
     /// Set once an installed edit has removed the file.
     obsolete: AtomicBool,
@@ -156,58 +178,101 @@ pub struct FileMeta {
 }
 
 impl FileMeta {
-    /// Wraps a description; the builder does this for each added file.
+    /// Wraps a description of a file outside L0.
     pub fn new(desc: FileDesc, queue: ObsoleteFiles) -> FileMeta {
+        FileMeta::at_level(desc, queue, 1)
+    }
+
+    /// Wraps a description of a file added at `level`; the builder does
+    /// this for each added file.
+    pub(crate) fn at_level(desc: FileDesc, queue: ObsoleteFiles, level: u8) -> FileMeta {
         FileMeta {
-            desc,
-            obsolete: AtomicBool::new(false),
-            queue,
+            file: Arc::new(TableFile {
+                desc,
+                obsolete: AtomicBool::new(false),
+                queue,
+            }),
+            in_l0: level == 0,
+            l0_reader: OnceLock::new(),
         }
+    }
+
+    /// The entry for this file moved to `level`: this one, unless the move
+    /// takes it into or out of L0, where a new placement of the same file
+    /// (one owner of its deletion) starts without a reader.
+    pub(crate) fn placed(self: &Arc<Self>, level: u8) -> Arc<FileMeta> {
+        if self.in_l0 == (level == 0) {
+            return Arc::clone(self);
+        }
+        Arc::new(FileMeta {
+            file: Arc::clone(&self.file),
+            in_l0: level == 0,
+            l0_reader: OnceLock::new(),
+        })
+    }
+
+    /// True when both are placements of one file (a trivial move's before
+    /// and after): one owner of its deletion.
+    pub fn same_file(&self, other: &FileMeta) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+    }
+
+    /// The reader kept with the file while it is in L0, if one is.
+    pub(crate) fn pinned_reader(&self) -> Option<&crate::sst::SstReader> {
+        self.l0_reader.get()
+    }
+
+    /// Keeps `reader` with this placement, which must be at L0; returns the
+    /// one kept (another thread's, when it was first).
+    pub(crate) fn pin_reader(&self, reader: crate::sst::SstReader) -> &crate::sst::SstReader {
+        debug_assert!(self.in_l0, "only L0's entries keep their readers");
+        self.l0_reader.get_or_init(|| reader)
     }
 
     /// Returns the description.
     pub fn desc(&self) -> &FileDesc {
-        &self.desc
+        &self.file.desc
     }
 
     /// Returns the file number.
     pub fn number(&self) -> FileNumber {
-        self.desc.number
+        self.file.desc.number
     }
 
     /// Returns the file size in bytes.
     pub fn size(&self) -> u64 {
-        self.desc.size
+        self.file.desc.size
     }
 
     /// Returns the smallest internal key.
     pub fn smallest(&self) -> &InternalKey {
-        &self.desc.smallest
+        &self.file.desc.smallest
     }
 
     /// Returns the largest internal key.
     pub fn largest(&self) -> &InternalKey {
-        &self.desc.largest
+        &self.file.desc.largest
     }
 
     /// Records that an installed edit removed the file: its last drop will
     /// queue it. Called by the installer only, after the new version (which
     /// no longer holds the file) is published.
     pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
+        self.file.obsolete.store(true, Ordering::Release);
     }
 
     /// Returns true once an installed edit has removed the file.
     pub fn is_obsolete(&self) -> bool {
-        self.obsolete.load(Ordering::Acquire)
+        self.file.obsolete.load(Ordering::Acquire)
     }
 }
 
-impl Drop for FileMeta {
+impl Drop for TableFile {
     fn drop(&mut self) {
         // The deleter closes the file (`TableCache::evict`) before it
-        // removes it.
-        if self.is_obsolete() {
+        // removes it; a reader kept for L0 went with its placement, which
+        // held this file.
+        if self.obsolete.load(Ordering::Acquire) {
             self.queue.send(ObsoleteFile::Table(self.desc.number));
         }
     }

@@ -195,6 +195,28 @@ impl Level {
         self.collect_overlapping(start, end, false, out)
     }
 
+    /// Calls `visit` on each file of L0 (an overlapping level) whose
+    /// user-key range meets `[start, end]` (inclusive; `None` unbounded),
+    /// newest first, without collecting them: every iterator's creation
+    /// walks L0, and the vector was an allocation apiece. Stops at the
+    /// first error. A sorted level visits nothing (its files are one
+    /// source, opened as a cursor reaches them).
+    pub fn try_for_each_overlapping_l0<'a, E>(
+        &'a self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        mut visit: impl FnMut(&'a Arc<FileMeta>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let Files::Overlapping(s) = &self.files {
+            for e in s.iter() {
+                if e.0.desc().overlaps(start, end) {
+                    visit(&e.0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Appends to `out` the files that may hold range tombstones and whose
     /// user-key range meets `[start, end]`: in L1+ without visiting the
     /// other files, in L0 by a scan of them all.
@@ -233,7 +255,11 @@ impl Level {
                 } else {
                     s
                 };
-                sorted_overlapping(set, start, end, out)
+                // Most levels hold no range tombstone, and every iterator
+                // asks each level: no range walk over an empty set.
+                if !set.is_empty() {
+                    sorted_overlapping(set, start, end, out)
+                }
             }
         }
     }

@@ -73,3 +73,52 @@ fn levels_out_of_bounds_are_refused() {
     assert!(Version::new(0, 0, queue.clone()).is_err());
     assert!(Version::new(0, NUM_LEVELS_MAX + 1, queue).is_err());
 }
+
+/// A reader for `pin_reader`: one small SST file on a `MemFs`.
+fn a_reader() -> crate::sst::SstReader {
+    use strata_fs::FileSystem;
+    let fs = strata_fs::MemFs::new();
+    let path = std::path::Path::new("/t.sst");
+    let mut w = crate::sst::SstWriter::create(&fs, path, Default::default()).unwrap();
+    w.add(InternalKey::new(b"a", 1, ValueKind::Put).encoded(), b"v")
+        .unwrap();
+    w.finish().unwrap();
+    fs.sync_dir(std::path::Path::new("/")).unwrap();
+    crate::sst::SstReader::open(&fs, path, 1, None).unwrap()
+}
+
+/// Only L0's entries keep an open reader (so the files open beyond the
+/// table cache's bound are L0's): a move out of L0 gives the file a new
+/// entry without one, over the same file, and the old versions' entry
+/// keeps its reader; a move between sorted levels keeps the entry.
+#[test]
+fn a_move_out_of_level0_leaves_the_kept_reader_behind() {
+    let mut e = VersionEdit {
+        next_file_number: Some(10),
+        ..VersionEdit::new()
+    };
+    e.add_file(0, desc(1, b"a", b"c", 1));
+    let at_l0 = built(&e);
+    let entry = at_l0.file(1).unwrap().1.clone();
+    entry.pin_reader(a_reader());
+    assert!(entry.pinned_reader().is_some());
+
+    let mut b = VersionBuilder::new(&at_l0);
+    let mut mv = VersionEdit::new();
+    mv.delete_file(0, 1).add_file(1, desc(1, b"a", b"c", 1));
+    b.apply(&mv).unwrap();
+    let built1 = b.build();
+    assert!(built1.removed.is_empty(), "a move removes nothing");
+    let (level, moved) = built1.version.file(1).unwrap();
+    assert_eq!(level, 1);
+    assert!(moved.same_file(&entry) && !Arc::ptr_eq(moved, &entry));
+    assert!(moved.pinned_reader().is_none(), "no reader kept out of L0");
+    assert!(entry.pinned_reader().is_some(), "L0's versions keep theirs");
+
+    let mut b = VersionBuilder::new(&built1.version);
+    let mut down = VersionEdit::new();
+    down.delete_file(1, 1).add_file(2, desc(1, b"a", b"c", 1));
+    b.apply(&down).unwrap();
+    let built2 = b.build();
+    assert!(Arc::ptr_eq(built2.version.file(1).unwrap().1, moved));
+}
