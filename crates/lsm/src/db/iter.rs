@@ -12,7 +12,7 @@ use super::options::ReadOptions;
 use super::Db;
 use crate::error::{Error, Result};
 use crate::iter::{
-    FileOpener, InternalIterator, IterOptions, LevelIterator, MergingIterator, RangeTombstone,
+    FileOpener, InternalIterator, LevelIterator, MergingIterator, RangeTombstone,
     RangeTombstoneSet, SnapshotIterator,
 };
 use crate::key::{SeqNo, ValueKind};
@@ -356,13 +356,14 @@ impl Db {
             )));
         }
         let set = RangeTombstoneSet::new(tombstones.iter(), seqno);
-        let iter_options = IterOptions {
-            lower_bound: options.lower_bound.clone(),
-            upper_bound: options.upper_bound.clone(),
-            prefix: options.prefix.clone(),
-        };
         Ok(DbIterator {
-            inner: SnapshotIterator::new(MergingIterator::new(sources), seqno, set, iter_options),
+            inner: SnapshotIterator::with_bounds(
+                MergingIterator::new(sources),
+                seqno,
+                set,
+                lower,
+                upper,
+            ),
             blobs: None,
             opener,
             blob_value: Vec::new(),

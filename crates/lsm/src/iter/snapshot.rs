@@ -16,6 +16,8 @@
 //! - Entries of kind `RangeDelete` in the point stream are ignored: range
 //!   tombstones reach this iterator only through its [`RangeTombstoneSet`].
 
+use std::sync::Arc;
+
 use super::{InternalIterator, RangeTombstoneSet};
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind, MAX_SEQNO, TRAILER_LEN};
@@ -45,10 +47,11 @@ pub struct SnapshotIterator<I> {
     inner: I,
     snapshot: SeqNo,
     tombstones: RangeTombstoneSet,
-    /// Inclusive; the prefix folded in.
-    lower: Option<Vec<u8>>,
+    /// Inclusive; the prefix folded in. Shared with the sources of a
+    /// database iterator (no copy per creation).
+    lower: Option<Arc<[u8]>>,
     /// Exclusive; the prefix folded in.
-    upper: Option<Vec<u8>>,
+    upper: Option<Arc<[u8]>>,
     direction: Direction,
     valid: bool,
     /// Backward: the yielded internal key. Forward: the user key whose
@@ -81,6 +84,24 @@ impl<I: InternalIterator> SnapshotIterator<I> {
                 }
             }
         }
+        Self::with_bounds(
+            inner,
+            snapshot,
+            tombstones,
+            lower.map(Arc::from),
+            upper.map(Arc::from),
+        )
+    }
+
+    /// [`Self::new`] with the bounds already made (the prefix folded in):
+    /// `lower` inclusive, `upper` exclusive.
+    pub fn with_bounds(
+        inner: I,
+        snapshot: SeqNo,
+        tombstones: RangeTombstoneSet,
+        lower: Option<Arc<[u8]>>,
+        upper: Option<Arc<[u8]>>,
+    ) -> Self {
         SnapshotIterator {
             inner,
             snapshot: snapshot.min(MAX_SEQNO),
@@ -128,12 +149,8 @@ impl<I: InternalIterator> SnapshotIterator<I> {
 
     /// Positions at the first visible key.
     pub fn seek_to_first(&mut self) -> Result<()> {
-        match self.lower.take() {
-            Some(lower) => {
-                let r = self.seek(&lower);
-                self.lower = Some(lower);
-                r
-            }
+        match self.lower.clone() {
+            Some(lower) => self.seek(&lower),
             None => self.guard(|it| {
                 it.inner.seek_to_first()?;
                 it.find_next(false)
@@ -159,7 +176,7 @@ impl<I: InternalIterator> SnapshotIterator<I> {
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.guard(|it| {
             let target = match &it.lower {
-                Some(lower) if target < lower.as_slice() => lower.as_slice(),
+                Some(lower) if target < &**lower => &**lower,
                 _ => target,
             };
             // Lands on the newest version at or below the snapshot.
@@ -173,7 +190,7 @@ impl<I: InternalIterator> SnapshotIterator<I> {
     pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
         self.guard(|it| {
             match &it.upper {
-                Some(upper) if target >= upper.as_slice() => {
+                Some(upper) if target >= &**upper => {
                     encode(&mut it.scratch, upper, u64::MAX);
                 }
                 // After every version of `target`.
