@@ -309,9 +309,9 @@ impl Db {
                 StateMemtableIter::new(mem, lower.clone(), upper.clone())
             }));
         }
-        // `files_in_range` takes an inclusive end; the exclusive upper bound
-        // over-selects by at most the file starting at it, which is harmless.
-        // L0's files overlap: one source each. Each sorted level is one
+        // The file selections take an inclusive end; the exclusive upper
+        // bound over-selects by at most the file starting at it, which is
+        // harmless. L0's files overlap: one source each. Each sorted level is one
         // source that opens its files as the cursor reaches them; only its
         // files that may hold range tombstones are opened here, for those.
         // One opener for every level: no copy of the bounds per level, and

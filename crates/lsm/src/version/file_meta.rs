@@ -1,21 +1,24 @@
-//! `FileMeta`: what a version knows of one SST file, shared by `Arc` between
-//! every version, snapshot and iterator that can reach the file, and the
-//! obsolete-file queue its last `Arc` feeds.
+//! `FileMeta`: what a version knows of one SST file at one level, shared by
+//! `Arc` between every version, snapshot and iterator that can reach it, and
+//! the obsolete-file queue the file's last owner feeds.
 //!
 //! A file's life: a flush, compaction or ingestion writes it and an edit
 //! adds it ([`FileDesc`] in the edit; the builder wraps it in a new
-//! `Arc<FileMeta>`). Versions built later share that `Arc`. An edit that
-//! removes the file makes the installer call [`FileMeta::mark_obsolete`] once
-//! the new version is installed; the `Drop` of the last `Arc` (the last
-//! version, snapshot or iterator that could read it) then sends the file
-//! number to the [`ObsoleteFiles`] queue, which the engine's deleter drains.
+//! `Arc<FileMeta>` over a new `TableFile`). Versions built later share that
+//! `Arc`. An edit that removes the file makes the installer call
+//! [`FileMeta::mark_obsolete`] once the new version is installed; the `Drop`
+//! of the `TableFile` (when the last version, snapshot or iterator that could
+//! read it lets go) then sends the file number to the [`ObsoleteFiles`]
+//! queue, which the engine's deleter drains.
 //!
-//! Why the level is not in `FileMeta`: a compaction may move a file to the
-//! next level without rewriting it (a trivial move: an edit that deletes and
-//! adds the same number). The builder keeps the same `Arc` for the moved
-//! file, so an old version that still reads it at its old level keeps the
-//! file alive; a copy with a new level field would be a second owner whose
-//! drop could queue the file while the first still reads it. The level is
+//! Why the level is not in `FileMeta` (only whether it is an L0 entry): a
+//! compaction may move a file to another level without rewriting it (a
+//! trivial move: an edit that deletes and adds the same number). The builder
+//! keeps the same `Arc` for the moved file, so an old version that still
+//! reads it at its old level keeps the file alive. A move into or out of L0
+//! makes a new `FileMeta` over the same `TableFile` (`FileMeta::placed`):
+//! L0's entries keep their file's open reader, which must not follow the
+//! file down; the file still has one owner of its deletion. The level is
 //! where a version places the `Arc` (and what [`crate::version::Version`]
 //! lookups return beside it).
 //!
