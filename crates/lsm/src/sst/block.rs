@@ -265,8 +265,8 @@ impl std::ops::Deref for BorrowedBlock {
     }
 }
 
-/// A cursor over one block's entries, both ways, holding the block by `B`
-/// (an `Arc`, or a [`BorrowedBlock`]).
+/// A cursor over one block's entries, both ways, holding the block by `B`:
+/// an `Arc`, a borrow (`Block::iter_ref`) or a [`BorrowedBlock`].
 #[derive(Debug)]
 pub struct BlockIter<B: std::ops::Deref<Target = Block> = Arc<Block>> {
     block: B,
