@@ -227,7 +227,7 @@ impl Block {
     /// # Safety
     /// The block must outlive the cursor (and every copy of its
     /// `BorrowedBlock`): the caller keeps an owner of the block beside it.
-    pub unsafe fn iter_borrowed(&self) -> BlockIter<BorrowedBlock> {
+    pub(crate) unsafe fn iter_borrowed(&self) -> BlockIter<BorrowedBlock> {
         self.iter_over(BorrowedBlock(std::ptr::NonNull::from(self)))
     }
 
@@ -249,7 +249,7 @@ impl Block {
 /// count it spares is shared by every iterator over the file, so each
 /// creation took its cache line from the other cores.
 #[derive(Debug, Clone, Copy)]
-pub struct BorrowedBlock(std::ptr::NonNull<Block>);
+pub(crate) struct BorrowedBlock(std::ptr::NonNull<Block>);
 
 // SAFETY: a `Block` is immutable and `Sync`; the pointer is only read.
 unsafe impl Send for BorrowedBlock {}

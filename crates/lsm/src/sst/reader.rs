@@ -593,7 +593,7 @@ impl SstReader {
     /// `SstReader` or a clone of it (they share what the iterator points
     /// at) alive for as long as the iterator lives.
     #[inline]
-    pub unsafe fn iter_borrowed(
+    pub(crate) unsafe fn iter_borrowed(
         &self,
         lower: Option<Arc<[u8]>>,
         upper: Option<Arc<[u8]>>,

@@ -26,8 +26,8 @@
 //! - Only an installed edit marks a file obsolete, and only a file the new
 //!   version no longer holds: an old version being dropped never marks
 //!   anything, so a file present in the current version is never queued.
-//! - A number is queued at most once: the one `FileMeta` of a number is
-//!   dropped once (moves reuse it, numbers are never reused).
+//! - A number is queued at most once: the one `TableFile` of a number is
+//!   dropped once (moves share it, numbers are never reused).
 //! - `smallest <= largest` (internal key order) and `smallest_seqno <=
 //!   largest_seqno`: [`FileDesc::validate`] checks both before a builder
 //!   accepts the file.
@@ -35,7 +35,9 @@
 //! Concurrency contract: everything is immutable after construction but the
 //! `obsolete` flag, which is set with `Release` by the installer holding the
 //! manifest lock and read with `Acquire` by whichever thread drops the last
-//! `Arc`; the `Arc`'s own release/acquire on the count orders them too.
+//! `Arc`; the `Arc`'s own release/acquire on the count orders them too. An
+//! L0 entry's reader is set at most once (`OnceLock`) and dropped only with
+//! the entry, which is what lets iterators borrow it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
