@@ -24,7 +24,8 @@ QUANTILES = [("p50", "p50_us"), ("p99", "p99_us"), ("p99.9", "p999_us"), ("max",
 INSTALL = [
     ("install lock held", "lock_held"),
     ("version build (under lock)", "version_build"),
-    ("manifest persist (under lock)", "persist"),
+    ("manifest append (under lock)", "persist"),
+    ("manifest sync (after the lock)", "durable"),
     ("install lock wait", "lock_wait"),
 ]
 
@@ -52,7 +53,9 @@ def rows_of(record):
     install = record.get("install")
     if install:
         for label, field in INSTALL:
-            t = install[field]
+            t = install.get(field)
+            if t is None:  # records written before the field existed
+                continue
             for q, key in [("mean", "mean_us"), ("p99.9", "p999_us"), ("max", "max_us")]:
                 out.append((f"{label} {q} (us)", t[key]))
     return out

@@ -11,11 +11,13 @@
 //!   current version, which happens *under* the lock (see `read_state.rs`
 //!   for why);
 //! - `persist`: the engine's persist hook, also under the lock: the
-//!   manifest append and its sync, or a manifest rewrite, which writes
-//!   every file of every family;
+//!   manifest append (unsynced), or a manifest rewrite, which writes every
+//!   file of every family; for an ingestion also the sync;
 //! - `lock_held`: the whole critical section, from the lock taken to the
-//!   new state stored in the `ArcSwap` and the removed files marked
-//!   obsolete, i.e. build + persist + swap + marking.
+//!   new state stored in the `ArcSwap`, i.e. build + persist + swap;
+//! - `durable`: making the edits durable after the lock is released (the
+//!   manifest sync, or the wait for another install's sync that covers
+//!   them); not recorded for ingestions, which sync under the lock.
 //!
 //! Each is kept as a [`TimeHistogram`]: a count, a sum, a maximum and
 //! power-of-two buckets of nanoseconds, lock-free (one `AtomicU64` per
@@ -173,6 +175,7 @@ pub struct InstallTimes {
     pub(crate) lock_held: TimeRecorder,
     pub(crate) build: TimeRecorder,
     pub(crate) persist: TimeRecorder,
+    pub(crate) durable: TimeRecorder,
 }
 
 impl InstallTimes {
@@ -185,6 +188,7 @@ impl InstallTimes {
             lock_held,
             build: self.build.snapshot(),
             persist: self.persist.snapshot(),
+            durable: self.durable.snapshot(),
         }
     }
 }
@@ -200,8 +204,11 @@ pub struct InstallTiming {
     pub lock_held: TimeHistogram,
     /// Building the next version (under the lock).
     pub build: TimeHistogram,
-    /// The persist hook: the manifest append and sync (under the lock).
+    /// The persist hook: the manifest append, and for an ingestion its
+    /// sync (under the lock).
     pub persist: TimeHistogram,
+    /// Making the edits durable, after the lock (flushes, compactions).
+    pub durable: TimeHistogram,
 }
 
 impl InstallTiming {
@@ -214,6 +221,7 @@ impl InstallTiming {
             lock_held: self.lock_held.since(&earlier.lock_held),
             build: self.build.since(&earlier.build),
             persist: self.persist.since(&earlier.persist),
+            durable: self.durable.since(&earlier.durable),
         }
     }
 }

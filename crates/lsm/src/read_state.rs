@@ -10,30 +10,48 @@
 //! states and never change a loaded one. Readers take no lock at all.
 //!
 //! Installing (flush, compaction, ingestion), in [`Installer::install`]:
-//! 1. take the manifest lock (installers only: it serializes them, so no
+//! 1. take the installer lock (installers only: it serializes them, so no
 //!    installer can build on a version another is replacing and lose its
 //!    edits);
 //! 2. load the current version and build the next one from it with a
 //!    [`VersionBuilder`] (cheap: see `version/builder.rs`; no reader waits
 //!    on it anyway);
-//! 3. persist the edits through the caller's [`PersistEdits`] hook (the
-//!    engine appends them to the manifest and syncs); if it fails nothing
+//! 3. persist the edits through the caller's [`PersistEdits`] hook: the
+//!    engine appends them to the manifest, unsynced; if that fails nothing
 //!    changes: the built version is dropped, no file is marked obsolete;
 //! 4. swap in a new `ReadState` holding the new version, the current
 //!    memtables (less the flushed ones) and the visible seqno (raised to the
 //!    install's, for ingestion), with a compare-and-swap loop, since writers
-//!    publish visible seqnos and switch memtables without the manifest lock;
-//! 5. mark the files the edits removed obsolete: each is deleted when the
-//!    last state, version or iterator holding it is dropped.
+//!    publish visible seqnos and switch memtables without the lock;
+//! 5. release the lock, then make the edits durable
+//!    ([`PersistEdits::make_durable`]: the engine syncs the manifest, one
+//!    sync covering every install appended before it);
+//! 6. mark the files the edits removed obsolete: each is deleted when the
+//!    last state, version or iterator holding it is dropped. The installer
+//!    holds them until then, so none is deleted before the edit that
+//!    removed it is durable.
 //!
-//! Steps 2 to 5 all run under the lock; each install records how long it
-//! waited for the lock, held it, built the version and persisted the edits
+//! The sync runs outside the lock: it is most of an install's time (a
+//! millisecond, tens of them while compactions write), and under the lock
+//! every other install of the family waited for it. Publishing first is
+//! safe for flushes and compactions: their new version holds the same data
+//! as the old one, and what a crash before the sync needs is still there
+//! (the WAL, the inputs: both deleted only once the edit is durable). An
+//! ingestion publishes data no earlier state had, so
+//! [`Installer::install_sequenced`] makes it durable under the lock, before
+//! publishing, as every install did before.
+//!
+//! Each install records how long it waited for the lock, held it, built the
+//! version, persisted the edits and made them durable
 //! (`install_timing.rs`, reported in `Statistics::install`). Building under
 //! the lock is cheap at any file count (persistent B-tree levels: O(log n)
-//! copied nodes per changed file); the persist hook, with its sync, is what
-//! the critical section mostly holds.
+//! copied nodes per changed file), and so is the unsynced append.
 //!
 //! Invariants:
+//! - A file an install removed is marked obsolete only after the install's
+//!   edits are durable; a published state may be ahead of the durable
+//!   manifest, so whatever acts on a state's durability (the engine's WAL
+//!   deletion) first makes the manifest durable.
 //! - The visible seqno of the published state never goes backwards
 //!   (debug-asserted at every swap; tikv/tikv#19891 crashed a production
 //!   cluster over one that did).
@@ -43,12 +61,13 @@
 //!   reader can see the seqno visible without the files, or the reverse.
 //!
 //! Concurrency contract / lock order:
-//! - `manifest` (a `parking_lot::Mutex<()>`) guards the right to change
-//!   `state.version` and to write the manifest. Taken by installers only,
-//!   never by readers or by writers publishing seqnos. It is lock 3 of
-//!   `docs/lsm.md`; nothing in this module is taken under it but the
-//!   caller's persist hook (its own file locks) and the channel of the
-//!   obsolete-file queue.
+//! - `manifest` (a `parking_lot::Mutex<()>`, the installer lock) guards
+//!   the right to change `state.version` and to append to the manifest.
+//!   Taken by installers only, never by readers or by writers publishing
+//!   seqnos. It is lock 3 of `docs/lsm.md`; nothing in this module is taken
+//!   under it but the caller's persist hook (its own file locks; for
+//!   ingestion its sync too). Obsolete files are marked after it is
+//!   released.
 //! - `state` (an `ArcSwap`) is loaded lock-free by everyone; it is stored by
 //!   compare-and-swap from installers, [`Installer::publish_visible`] and
 //!   [`Installer::switch_memtable`], each retrying on a lost race.
@@ -78,12 +97,23 @@ pub struct ReadState {
     pub visible: SeqNo,
 }
 
-/// The hook that makes edits durable before they are published: the engine
-/// appends them to the manifest as one record and syncs. An error aborts the
+/// The hook that writes an install's edits to the manifest: appended under
+/// the installer lock by [`PersistEdits::persist`], made durable by
+/// [`PersistEdits::make_durable`] (after publishing, outside the lock, for
+/// [`Installer::install`]; before publishing, under it, for
+/// [`Installer::install_sequenced`]). An error from `persist` aborts the
 /// install with nothing changed.
 pub trait PersistEdits {
-    /// Persists `edits`, which turn the current version into `version`.
+    /// Writes `edits`, which turn the current version into `version`; they
+    /// need not be durable when this returns.
     fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> crate::Result<()>;
+
+    /// Makes durable what the last `persist` wrote. Called once after each
+    /// successful `persist`. The default does nothing: for a hook whose
+    /// `persist` is durable already.
+    fn make_durable(&mut self) -> crate::Result<()> {
+        Ok(())
+    }
 }
 
 impl<F> PersistEdits for F
@@ -109,7 +139,8 @@ pub struct Install<'a> {
 }
 
 /// Why an install did not happen; in every case but
-/// [`InstallError::Sequence`] nothing changed.
+/// [`InstallError::Sequence`] and [`InstallError::Durability`] nothing
+/// changed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     /// An edit does not apply to the current version.
@@ -123,6 +154,12 @@ pub enum InstallError {
     /// state, and the caller must stop writes.
     #[error("the version edits are durable but could not be published: {0}")]
     Sequence(#[source] crate::Error),
+    /// The new state was published, but making its edits durable failed:
+    /// the caller must stop writes. The files the edits removed are not
+    /// marked obsolete (a reopen, which recovers the durable manifest,
+    /// deletes what it does not name), and the files they added must stay.
+    #[error("the version was published but its edits could not be made durable: {0}")]
+    Durability(#[source] crate::Error),
 }
 
 /// What [`Installer::install_sequenced`] publishes in place of the edits it
@@ -202,9 +239,10 @@ impl Installer {
     }
 
     /// Installs `change`: builds the next version from the current one,
-    /// persists the edits with `persist`, publishes the new state and marks
-    /// the removed files obsolete. Returns the published state. On error
-    /// nothing changed.
+    /// appends the edits with `persist`, publishes the new state, releases
+    /// the lock, makes the edits durable and marks the removed files
+    /// obsolete. Returns the published state once the edits are durable.
+    /// On error nothing changed, but for [`InstallError::Durability`].
     pub fn install(
         &self,
         change: Install<'_>,
@@ -222,7 +260,9 @@ impl Installer {
     /// between, so both order the range alike; `db/ingest.rs`). If
     /// `sequence` fails, or its edits do not apply, the persisted edits are
     /// durable but not installed: [`InstallError::Sequence`], and the
-    /// caller must stop writes (a reopen installs them).
+    /// caller must stop writes (a reopen installs them). The edits are made
+    /// durable before anything is published: an ingestion's state holds
+    /// data no earlier one had.
     pub fn install_sequenced(
         &self,
         change: Install<'_>,
@@ -251,6 +291,10 @@ impl Installer {
         persist
             .persist(change.edits, &built.version)
             .map_err(InstallError::Persist)?;
+        let durable_first = sequence.is_some();
+        if durable_first {
+            persist.make_durable().map_err(InstallError::Persist)?;
+        }
         let persisted = Instant::now();
         let mut visible = change.visible.unwrap_or(0);
         if let Some(sequence) = sequence {
@@ -269,7 +313,7 @@ impl Installer {
         let published = self.swap(|cur| {
             debug_assert!(
                 Arc::ptr_eq(&cur.version, &base),
-                "the version changed under the manifest lock"
+                "the version changed under the installer lock"
             );
             Some(ReadState {
                 version: built.version.clone(),
@@ -281,22 +325,32 @@ impl Installer {
                 visible: cur.visible.max(visible),
             })
         });
-        // Only now, with the new state published, are the removed files
-        // unreachable from new readers; old states may still hold them, and
-        // the last drop queues them.
+        let released = Instant::now();
+        drop(manifest);
+        let durable = if durable_first {
+            Ok(())
+        } else {
+            persist.make_durable()
+        };
+        let done = Instant::now();
+        let t = &self.times;
+        t.lock_wait.record(locked - called);
+        t.build.record(persisting - locked);
+        t.persist.record(persisted - persisting);
+        t.lock_held.record(released - locked);
+        if !durable_first {
+            t.durable.record(done - released);
+        }
+        durable.map_err(InstallError::Durability)?;
+        // Only now, with the new state published and its edits durable, may
+        // the removed files go: old states may still hold them, and the
+        // last drop queues them.
         for file in &built.removed {
             file.mark_obsolete();
         }
         for blob in &built.removed_blobs {
             blob.mark_obsolete();
         }
-        let done = Instant::now();
-        drop(manifest);
-        let t = &self.times;
-        t.lock_wait.record(locked - called);
-        t.build.record(persisting - locked);
-        t.persist.record(persisted - persisting);
-        t.lock_held.record(done - locked);
         Ok(published.expect("an install always publishes"))
     }
 

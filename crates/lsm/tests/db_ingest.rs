@@ -255,18 +255,6 @@ fn move_files_links_the_file_and_removes_its_old_name() {
     }
 }
 
-/// Waits until a call is caught by one of `holds`, failing with `what`
-/// after 10 s.
-fn wait_until_any_held(holds: &[strata_fs::Hold], what: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !holds
-        .iter()
-        .any(|h| h.wait_until_held(std::time::Duration::from_millis(10)))
-    {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-    }
-}
-
 /// The name of the WAL file writes append to, before any memtable switch:
 /// the oldest (the other one, if there, is made ahead for the next switch).
 fn active_wal(mem: &MemFs) -> String {

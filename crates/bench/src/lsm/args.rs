@@ -151,6 +151,13 @@ pub struct LsmArgs {
     /// inspection (`strata-ctl`, `du`); the next invocation wipes it.
     #[arg(long)]
     pub(super) keep: bool,
+    /// After each workload, print to stderr each engine's own account of
+    /// its levels (Strata: files and bytes per level, flushes, compaction
+    /// bytes by level; RocksDB: its `rocksdb.stats`), and with Strata every
+    /// flush and compaction as it ends: to see where write amplification
+    /// comes from.
+    #[arg(long)]
+    pub(super) print_levels: bool,
     /// Print one JSON object per engine, workload and run, then one
     /// `"kind":"median"` each, instead of tables.
     #[arg(long)]

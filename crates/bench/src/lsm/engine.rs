@@ -258,6 +258,12 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The engine's own account of its levels (files and bytes per level,
+    /// compaction bytes where it keeps them), for `--print-levels`.
+    fn level_report(&self) -> Option<String> {
+        None
+    }
+
     /// Makes everything durable and closes the engine.
     fn close(self: Box<Self>) -> Result<(), EngineError>;
 }

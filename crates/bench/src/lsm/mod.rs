@@ -49,6 +49,7 @@ use crate::units::fmt_bytes;
 /// Runs the workloads against each engine `--runs` times.
 pub fn run(args: &LsmArgs) -> Result<(), BenchError> {
     args.validate()?;
+    strata::print_events(args.print_levels);
     let space = args.key_space()?;
     let mut engines = if args.engines.is_empty() {
         KvEngineKind::all()
@@ -141,6 +142,7 @@ pub fn run(args: &LsmArgs) -> Result<(), BenchError> {
                 run,
                 runs: args.runs,
                 keep: args.keep,
+                print_levels: args.print_levels,
             };
             for (w, record) in run_engine(&ctx, &workloads)? {
                 if args.json {
@@ -201,6 +203,8 @@ struct RunContext<'a> {
     runs: usize,
     /// Leave the directory after the last run (`--keep`).
     keep: bool,
+    /// `--print-levels`.
+    print_levels: bool,
 }
 
 /// Runs every workload on one fresh database of `ctx.kind`; returns each
@@ -246,6 +250,11 @@ fn run_engine(
             None
         };
         let used = ProcSample::now().since(&before);
+        if ctx.print_levels {
+            if let Some(r) = engine.level_report() {
+                eprintln!("levels: {name} after {}:\n{r}", w.name());
+            }
+        }
         let stall = engine
             .stall_micros()
             .zip(stall_before)

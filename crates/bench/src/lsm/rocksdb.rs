@@ -162,6 +162,10 @@ impl KvEngine for RocksKv {
         Some(self.options.get_ticker_count(Ticker::StallMicros))
     }
 
+    fn level_report(&self) -> Option<String> {
+        self.db.property_value("rocksdb.stats").ok().flatten()
+    }
+
     fn close(self: Box<Self>) -> Result<(), EngineError> {
         self.db.flush_wal(true).map_err(err("close"))
     }

@@ -63,12 +63,60 @@ pub fn options(s: &KvSettings) -> Options {
     o
 }
 
+/// Whether engines opened from now on print their flushes and compactions
+/// (`--print-levels`).
+static PRINT_EVENTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the engines opened from now on print every flush and compaction
+/// to stderr as it ends (`--print-levels`), or stop.
+pub fn print_events(on: bool) {
+    PRINT_EVENTS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints every flush and compaction to stderr, with the seconds since the
+/// engine opened.
+struct EventLog(std::time::Instant);
+
+impl strata_lsm::EventListener for EventLog {
+    fn on_flush_completed(&self, info: &strata_lsm::FlushInfo) {
+        let bytes: u64 = info.files.iter().map(|f| f.size).sum();
+        eprintln!(
+            "event {:8.3} flush {} files {bytes}",
+            self.0.elapsed().as_secs_f64(),
+            info.files.len()
+        );
+    }
+    fn on_compaction_completed(&self, info: &strata_lsm::CompactionInfo) {
+        let bytes: u64 = info.outputs.iter().map(|f| f.size).sum();
+        eprintln!(
+            "event {:8.3} compaction L{}->L{} inputs {} outputs {} bytes {bytes}",
+            self.0.elapsed().as_secs_f64(),
+            info.input_level,
+            info.output_level,
+            info.inputs.len(),
+            info.outputs.len()
+        );
+    }
+}
+
 impl StrataKv {
     /// Opens (creating) the database in `dir`.
     pub fn open(dir: &Path, settings: &KvSettings) -> Result<StrataKv, EngineError> {
         let options = options(settings);
         options.validate().map_err(err("options"))?;
-        let db = Db::open(dir, options).map_err(err("open"))?;
+        let mut hooks = strata_lsm::Hooks::default();
+        if PRINT_EVENTS.load(std::sync::atomic::Ordering::Relaxed) {
+            hooks
+                .listeners
+                .push(std::sync::Arc::new(EventLog(std::time::Instant::now())));
+        }
+        let db = Db::open_with(
+            std::sync::Arc::new(strata_fs::DiskFs::new()),
+            dir,
+            options,
+            hooks,
+        )
+        .map_err(err("open"))?;
         let cf = db.default_column_family();
         Ok(StrataKv { db, cf })
     }
@@ -153,6 +201,21 @@ impl KvEngine for StrataKv {
     fn stall_micros(&self) -> Option<u64> {
         let s = self.db.statistics();
         Some(s.stall_micros + s.slowdown_micros)
+    }
+
+    fn level_report(&self) -> Option<String> {
+        let levels = self.db.property(&self.cf, "strata.levels").ok().flatten()?;
+        let st = self.db.statistics();
+        Some(format!(
+            "{levels}flushes {} ({} bytes), compactions {} (read {}, written {}), \
+             written by level {:?}",
+            st.flushes,
+            st.flush_bytes,
+            st.compactions,
+            st.compaction_bytes_read,
+            st.compaction_bytes_written,
+            st.compaction_bytes_written_by_level
+        ))
     }
 
     fn close(self: Box<Self>) -> Result<(), EngineError> {

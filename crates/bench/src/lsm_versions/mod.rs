@@ -13,7 +13,8 @@
 //! 3. report each size (`record.rs`): the read-path latencies, the
 //!    versions installed, and Strata's own timing of its installs (the
 //!    installer lock's critical section, the version build and the manifest
-//!    persist under it); then the spec's targets (`verdict.rs`).
+//!    append under it, the manifest sync after it); then the spec's targets
+//!    (`verdict.rs`).
 //!
 //! Engines run one after the other, each on its own fresh directory, which
 //! is wiped before and after.

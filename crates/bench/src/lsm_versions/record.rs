@@ -123,8 +123,10 @@ pub struct InstallFigures {
     pub lock_held: TimeFigures,
     /// Building the version (under the lock).
     pub version_build: TimeFigures,
-    /// The manifest append and sync (under the lock).
+    /// The manifest append (under the lock).
     pub persist: TimeFigures,
+    /// The manifest sync, after the lock is released.
+    pub durable: TimeFigures,
 }
 
 impl InstallFigures {
@@ -135,6 +137,7 @@ impl InstallFigures {
             lock_held: TimeFigures::of(&t.lock_held),
             version_build: TimeFigures::of(&t.build),
             persist: TimeFigures::of(&t.persist),
+            durable: TimeFigures::of(&t.durable),
         }
     }
 }
@@ -335,10 +338,11 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
             )
         });
     }
-    let parts: [InstallRow; 4] = [
+    let parts: [InstallRow; 5] = [
         ("install lock held", |i| &i.lock_held),
         ("version build (under lock)", |i| &i.version_build),
-        ("manifest persist (under lock)", |i| &i.persist),
+        ("manifest append (under lock)", |i| &i.persist),
+        ("manifest sync (after the lock)", |i| &i.durable),
         ("install lock wait", |i| &i.lock_wait),
     ];
     if records.iter().any(|r| r.install.is_some()) {

@@ -168,6 +168,26 @@ impl Appender {
         Ok(())
     }
 
+    /// Records a sync of [`Self::file`] made outside this appender (so that
+    /// appends need not wait for it): `end` is where the records stood
+    /// when that sync began, and a successful sync made every byte before
+    /// it durable. `synced_end` advances to it, never backwards and never
+    /// past the records.
+    pub fn note_synced(&mut self, end: u64) {
+        self.synced_end = self.synced_end.max(end.min(self.offset));
+    }
+
+    /// Refuses every later call, as after a failed write or sync of its own:
+    /// a sync made outside (see [`Self::note_synced`]) failed.
+    pub fn poison(&mut self) {
+        self.failed = true;
+    }
+
+    /// Whether a write or sync failed: every later call is refused.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
     fn usable(&self) -> io::Result<()> {
         if self.failed {
             return Err(io::Error::other(

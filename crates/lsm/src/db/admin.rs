@@ -189,8 +189,10 @@ impl DbInner {
                     cf.name
                 )));
             }
-            if cf.installer.load().immutables.is_empty() {
-                return Ok(());
+            // Published is not done: a flush makes its edit durable after
+            // publishing, then counts itself.
+            if cf.installer.load().immutables.is_empty() && !self.bg.flush_pending(cf.id) {
+                return self.make_manifest_durable_now();
             }
             self.bg.wait_for_change(Duration::from_millis(50));
         }

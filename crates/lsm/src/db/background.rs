@@ -236,6 +236,12 @@ impl Background {
         self.state.lock().busy.contains(&n)
     }
 
+    /// Whether a flush of `cf` is queued or running.
+    pub fn flush_pending(&self, cf: ColumnFamilyId) -> bool {
+        let s = self.state.lock();
+        s.flushing.contains(&cf) || s.flush_queue.contains(&cf)
+    }
+
     /// Compactions (blob GC's rewrites included) running on `cf`.
     pub fn compactions_running(&self, cf: ColumnFamilyId) -> usize {
         self.state.lock().running.get(&cf).copied().unwrap_or(0)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::background::{CompactionInfo, FlushInfo};
 use super::blob::BlobValues;
 use super::cf::CfState;
+use super::manifest_log::ManifestEdits;
 use super::DbInner;
 use crate::blob::BlobRef;
 use crate::column_family::ColumnFamilyId;
@@ -124,9 +125,7 @@ impl DbInner {
                 flushed: Some(newest),
                 visible: None,
             },
-            &mut |edits: &[VersionEdit], v: &crate::version::Version| {
-                self.persist_edits(cf, edits, v)
-            },
+            &mut ManifestEdits::new(self, cf),
         );
         if let Err(e) = installed {
             // After a failed manifest append the edit may still be durable
@@ -209,9 +208,7 @@ impl DbInner {
                 flushed: None,
                 visible: None,
             },
-            &mut |edits: &[VersionEdit], v: &crate::version::Version| {
-                self.persist_edits(cf, edits, v)
-            },
+            &mut ManifestEdits::new(self, cf),
         );
         let outputs: Vec<FileDesc> = edit.added.iter().map(|(_, f)| f.clone()).collect();
         let kept: Vec<u64> = edit.deleted.iter().map(|(_, n)| *n).collect();
@@ -282,6 +279,12 @@ impl DbInner {
                 }
             }
         }
+        // An install publishes before its manifest sync: the flushes whose
+        // memtables left the states read above must be durable before the
+        // WAL that holds their writes goes.
+        if self.make_manifest_durable_now().is_err() {
+            return;
+        }
         let Ok(names) = self.fs.list(&self.dir) else {
             return;
         };
@@ -297,7 +300,7 @@ impl DbInner {
 
 fn install_error(e: InstallError) -> Error {
     match e {
-        InstallError::Persist(e) | InstallError::Sequence(e) => e,
+        InstallError::Persist(e) | InstallError::Sequence(e) | InstallError::Durability(e) => e,
         InstallError::Edit(e) => Error::InvalidArgument(format!("version edit refused: {e}")),
     }
 }

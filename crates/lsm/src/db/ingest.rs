@@ -63,6 +63,7 @@ use super::cf::{CfState, ColumnFamily};
 use super::ingest_files::{
     check_external, copy_in, ingested_desc, range_delete_desc, write_range_delete, ExternalFile,
 };
+use super::manifest_log::ManifestEdits;
 use super::read::check_key;
 use super::{Db, DbInner};
 use crate::compaction::sst_file_name;
@@ -462,19 +463,22 @@ impl DbInner {
                     flushed: None,
                     visible: None,
                 },
-                &mut |edits: &[VersionEdit], v: &Version| {
-                    // Under the installer's lock: the state loaded now is
-                    // the base of this install, and no flush can move a
-                    // memtable into L0 before the swap.
-                    let base = state.installer.load();
-                    if pick_levels(&base.version, span, replace) != picked
-                        || memtables_overlap(&base, span, fence)
-                    {
-                        stale = true;
-                        return Err(Error::Busy("the version changed".into()));
-                    }
-                    persisting.store(true, std::sync::atomic::Ordering::Relaxed);
-                    self.persist_edits(state, edits, v)
+                &mut ManifestEdits {
+                    check: Some(Box::new(|| {
+                        // Under the installer's lock: the state loaded now
+                        // is the base of this install, and no flush can
+                        // move a memtable into L0 before the swap.
+                        let base = state.installer.load();
+                        if pick_levels(&base.version, span, replace) != picked
+                            || memtables_overlap(&base, span, fence)
+                        {
+                            stale = true;
+                            return Err(Error::Busy("the version changed".into()));
+                        }
+                        persisting.store(true, std::sync::atomic::Ordering::Relaxed);
+                        Ok(())
+                    })),
+                    ..ManifestEdits::new(self, state)
                 },
                 &mut || {
                     // The edit is durable. Now the seqnos readers will see,
@@ -539,7 +543,7 @@ impl DbInner {
                 // between the pick and the build: pick again.
                 Err(InstallError::Edit(_)) => continue,
                 Err(InstallError::Persist(e)) => return Err(e),
-                Err(InstallError::Sequence(e)) => {
+                Err(InstallError::Sequence(e) | InstallError::Durability(e)) => {
                     // The manifest holds the files, the published state
                     // does not: stop, and let a reopen install them.
                     self.stop_writes(&e);

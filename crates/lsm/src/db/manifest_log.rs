@@ -1,6 +1,10 @@
 //! The manifest as the engine writes it: every install's edits appended
-//! (and synced) through the persist hook, and a rewrite as one snapshot
-//! record once the file grows past `max_manifest_bytes`.
+//! through the persist hook ([`ManifestEdits`]) and synced after the
+//! install published them, outside its lock ([`DbInner::make_manifest_durable`],
+//! one sync for every install appended before it); and a rewrite as one
+//! snapshot record once the file grows past `max_manifest_bytes`, or twice
+//! the snapshot the last rewrite wrote if that is larger (a manifest whose
+//! snapshot alone passes the limit is otherwise rewritten at every install).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +14,7 @@ use super::DbInner;
 use crate::column_family::ColumnFamilyId;
 use crate::error::{Error, Result};
 use crate::manifest::{ManifestRecord, ManifestWriter};
+use crate::read_state::PersistEdits;
 use crate::version::{Version, VersionEdit};
 
 /// The manifest file and what a rewrite needs: the last persisted version
@@ -19,6 +24,76 @@ use crate::version::{Version, VersionEdit};
 pub(crate) struct ManifestLog {
     pub writer: ManifestWriter,
     pub families: BTreeMap<ColumnFamilyId, (String, Arc<Version>)>,
+    /// Bytes of the file when the last rewrite made it (0 before one).
+    pub snapshot_bytes: u64,
+}
+
+impl ManifestLog {
+    /// A log over `writer`, whose file holds `families`.
+    pub fn new(
+        writer: ManifestWriter,
+        families: BTreeMap<ColumnFamilyId, (String, Arc<Version>)>,
+    ) -> ManifestLog {
+        ManifestLog {
+            writer,
+            families,
+            snapshot_bytes: 0,
+        }
+    }
+
+    /// Whether the file has grown enough to be rewritten.
+    fn rewrite_due(&self, max_bytes: u64) -> bool {
+        self.writer.bytes() >= max_bytes.max(self.snapshot_bytes.saturating_mul(2))
+    }
+}
+
+/// Where an appended edit ends in which manifest: durable once a sync of
+/// that file, begun after it was appended, succeeded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ManifestMark {
+    number: u64,
+    end: u64,
+}
+
+/// The persist hook of a family's flushes, compactions and ingestions: the
+/// edits appended under the installer lock, synced by `make_durable`.
+pub(super) struct ManifestEdits<'a> {
+    pub db: &'a DbInner,
+    pub cf: &'a CfState,
+    /// What the last `persist` appended, until it is durable; `None` after
+    /// a rewrite, which is durable when it returns.
+    pub pending: Option<ManifestMark>,
+    /// Run under the installer lock before anything is appended: an error
+    /// aborts the install (an ingestion checks its pick is still good).
+    pub check: Option<Box<dyn FnMut() -> Result<()> + 'a>>,
+}
+
+impl<'a> ManifestEdits<'a> {
+    pub fn new(db: &'a DbInner, cf: &'a CfState) -> Self {
+        ManifestEdits {
+            db,
+            cf,
+            pending: None,
+            check: None,
+        }
+    }
+}
+
+impl PersistEdits for ManifestEdits<'_> {
+    fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> Result<()> {
+        if let Some(check) = &mut self.check {
+            check()?;
+        }
+        self.pending = self.db.append_edits(self.cf, edits, version)?;
+        Ok(())
+    }
+
+    fn make_durable(&mut self) -> Result<()> {
+        match self.pending.take() {
+            Some(mark) => self.db.make_manifest_durable(mark),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The records that rebuild `families` from nothing.
@@ -74,15 +149,17 @@ impl DbInner {
         edit.last_seqno = Some(self.seq.allocated());
     }
 
-    /// The persist hook of every install of family `cf`. A dropped family
-    /// persists nothing (`InvalidArgument`, not an engine error); any other
-    /// failure stops writes.
-    pub(super) fn persist_edits(
+    /// Appends the edits of an install of family `cf` (the persist hook's
+    /// first half, under the installer lock), unsynced, or rewrites the
+    /// manifest (synced) when it is due. Returns what is left to make
+    /// durable. A dropped family persists nothing (`InvalidArgument`, not
+    /// an engine error); any other failure stops writes.
+    fn append_edits(
         &self,
         cf: &CfState,
         edits: &[VersionEdit],
         version: &Version,
-    ) -> Result<()> {
+    ) -> Result<Option<ManifestMark>> {
         let mut m = self.manifest.lock();
         if cf.is_dropped() {
             return Err(Error::InvalidArgument(format!(
@@ -91,29 +168,103 @@ impl DbInner {
             )));
         }
         let version = Arc::new(version.clone());
-        let result = if m.writer.bytes() >= self.options.max_manifest_bytes {
+        let result = if m.rewrite_due(self.options.max_manifest_bytes) {
             let mut families = m.families.clone();
             families.insert(cf.id, (cf.name.clone(), version.clone()));
-            self.rewrite_manifest(&mut m, &families)
+            self.rewrite_manifest(&mut m, &families).map(|()| None)
         } else {
             let records: Vec<ManifestRecord> =
                 edits.iter().cloned().map(ManifestRecord::Edit).collect();
-            append_vouched(&mut m.writer, &records)
+            m.writer.append_unsynced(&records).map(|end| {
+                Some(ManifestMark {
+                    number: m.writer.number(),
+                    end,
+                })
+            })
         };
         match result {
-            Ok(()) => {
+            Ok(mark) => {
                 cf.compaction_debt.store(
                     crate::compaction::pending_compaction_bytes(&version, &cf.options.compaction),
                     std::sync::atomic::Ordering::Relaxed,
                 );
                 m.families.insert(cf.id, (cf.name.clone(), version));
-                Ok(())
+                Ok(mark)
             }
             Err(e) => {
                 self.stop_writes(&e);
                 Err(e)
             }
         }
+    }
+
+    /// Makes the manifest durable up to `mark`: at once if a sync or a
+    /// rewrite since covered it; otherwise one sync of the file, outside the
+    /// manifest lock (appends go on meanwhile), covering every record
+    /// appended before it began, so that the installs waiting behind it
+    /// find theirs covered. A failed sync poisons the writer and stops
+    /// writes.
+    ///
+    /// Lock order: `manifest_sync` (held for the sync, one at a time), then
+    /// `manifest` (briefly, before and after); never the reverse.
+    pub(super) fn make_manifest_durable(&self, mark: ManifestMark) -> Result<()> {
+        let _one_sync = self.manifest_sync.lock();
+        let (file, path, end) = {
+            let m = self.manifest.lock();
+            if m.writer.number() != mark.number || m.writer.synced_end() >= mark.end {
+                // A rewrite since holds the edits in its synced snapshot.
+                return Ok(());
+            }
+            if m.writer.failed() {
+                return Err(Error::ReadOnly(
+                    "an earlier manifest write or sync failed".into(),
+                ));
+            }
+            (
+                m.writer.file().clone(),
+                m.writer.path().to_path_buf(),
+                m.writer.appended_end(),
+            )
+        };
+        let synced = file.sync_data();
+        let mut m = self.manifest.lock();
+        let same = m.writer.number() == mark.number;
+        let result = match synced {
+            Ok(()) if same => {
+                m.writer.note_synced(end);
+                // The marker vouching that the records before it are
+                // durable (`append_vouched`).
+                m.writer.vouch()
+            }
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // What the file holds is unknown: no later append or sync
+                // of it may claim otherwise.
+                if same {
+                    m.writer.poison();
+                }
+                Err(Error::io("sync", &path)(e))
+            }
+        };
+        drop(m);
+        if let Err(e) = &result {
+            self.stop_writes(e);
+        }
+        result
+    }
+
+    /// Makes every edit appended so far durable: for what acts on the
+    /// published states' durability (WAL deletion), since an install
+    /// publishes before its sync.
+    pub(super) fn make_manifest_durable_now(&self) -> Result<()> {
+        let mark = {
+            let m = self.manifest.lock();
+            ManifestMark {
+                number: m.writer.number(),
+                end: m.writer.appended_end(),
+            }
+        };
+        self.make_manifest_durable(mark)
     }
 
     /// Appends family records (create, drop) with the manifest lock held.
@@ -144,6 +295,7 @@ impl DbInner {
         );
         let mut writer = ManifestWriter::create(self.fs.clone(), &self.dir, number, &records)?;
         writer.vouch()?;
+        m.snapshot_bytes = writer.bytes();
         let old = std::mem::replace(&mut m.writer, writer);
         // CURRENT names the new file: the old one is garbage, and a failure
         // to remove it leaves a leftover the next open removes.

@@ -12,9 +12,14 @@
 //!    (`wal/keeper.rs`, a leaf) is taken under it, never the reverse;
 //! 3. a column family's installer lock (inside its `Installer`): one
 //!    flush, compaction or ingestion of that family installs at a time;
-//! 4. `manifest`: the manifest file and the last persisted version of each
-//!    family (its rewrite needs them), taken inside the persist hook;
-//! 5. leaves: `bg` (background scheduling), `snapshots`, `error`, the
+//! 4. `manifest_sync`: held for one manifest sync made after an install
+//!    published, outside the installer lock (or under it, for an
+//!    ingestion); one at a time, the later ones finding their edits
+//!    covered;
+//! 5. `manifest`: the manifest file and the last persisted version of each
+//!    family (its rewrite needs them), taken inside the persist hook, and
+//!    briefly before and after a manifest sync;
+//! 6. leaves: `bg` (background scheduling), `snapshots`, `error`, the
 //!    sequence allocator's ranges, the block cache's shards, the range
 //!    latches' set (`latch.rs`; a writer waits on a latch holding none of
 //!    the locks above).
@@ -147,6 +152,10 @@ pub(crate) struct DbInner {
     /// (`wal/keeper.rs`).
     wal_keeper: WalKeeper,
     manifest: Mutex<ManifestLog>,
+    /// Held for a manifest sync made outside `manifest`: one at a time, so
+    /// that the installs waiting behind one find their edits covered
+    /// (`manifest_log.rs`).
+    manifest_sync: Mutex<()>,
     /// Shared with the WAL thread, which numbers the files it makes.
     next_file: Arc<AtomicU64>,
     next_memtable: AtomicU64,

@@ -415,10 +415,8 @@ pub(super) fn open(
         queue: WriteQueue::new(),
         wal: Mutex::new(wal_writer),
         wal_keeper,
-        manifest: Mutex::new(ManifestLog {
-            writer,
-            families: persisted,
-        }),
+        manifest: Mutex::new(ManifestLog::new(writer, persisted)),
+        manifest_sync: Mutex::new(()),
         next_file,
         next_memtable,
         cache,

@@ -18,9 +18,10 @@ const CURRENT_BYTES_MAX: u64 = 64;
 /// Reads the manifest `CURRENT` names, every record in order. `Ok(None)` when
 /// there is no `CURRENT` file.
 ///
-/// Every append was synced before it was acknowledged, so only a damaged
-/// last record that no later record places in synced data (a write a crash
-/// cut short) is left out, and reported in `cut`. Any other damage, a
+/// No append is acted on before a sync covers it, so only damage that no
+/// later record places in synced data (records after the last sync, which a
+/// crash cut short, with any subset of their pages kept) is left out, with
+/// every record after it, and reported in `cut`. Any other damage, a
 /// `CURRENT` that is not exactly `MANIFEST-<16 hex>\n`, a missing manifest
 /// or a payload that does not decode is [`Error::Corruption`] naming the file
 /// and offset.

@@ -83,6 +83,49 @@ impl ManifestWriter {
         append_synced(&mut self.appender, &self.path, &payload)
     }
 
+    /// Appends `records` as one record without syncing it, and returns where
+    /// the records end: a sync of [`Self::file`] begun after this returns
+    /// makes them durable ([`Self::note_synced`] then records it). An
+    /// install publishes its version before that sync, outside its lock
+    /// (`read_state.rs`).
+    pub fn append_unsynced(&mut self, records: &[ManifestRecord]) -> Result<u64> {
+        let payload = checked_payload(records)?;
+        append_record(&mut self.appender, &self.path, &payload)?;
+        Ok(self.appender.offset())
+    }
+
+    /// Where the records appended so far end.
+    pub fn appended_end(&self) -> u64 {
+        self.appender.offset()
+    }
+
+    /// Every record before this offset is durable.
+    pub fn synced_end(&self) -> u64 {
+        self.appender.synced_end()
+    }
+
+    /// The manifest file, for a sync made without the writer.
+    pub fn file(&self) -> &Arc<dyn strata_fs::File> {
+        self.appender.file()
+    }
+
+    /// Records that a sync of [`Self::file`], begun when the records ended
+    /// at `end`, succeeded.
+    pub fn note_synced(&mut self, end: u64) {
+        self.appender.note_synced(end);
+    }
+
+    /// Refuses every later call: a sync made without the writer failed.
+    pub fn poison(&mut self) {
+        self.appender.poison();
+    }
+
+    /// Whether a write or sync failed: every later call is refused, and the
+    /// engine must stop installing versions.
+    pub fn failed(&self) -> bool {
+        self.appender.failed()
+    }
+
     /// Appends an empty record (`count = 0`) and does not sync it: its
     /// `synced_end` vouches that everything appended before it is durable,
     /// so that damage there reads as corruption rather than as a torn tail.
@@ -120,14 +163,18 @@ fn checked_payload(records: &[ManifestRecord]) -> Result<Vec<u8>> {
 }
 
 fn append_synced(appender: &mut Appender, path: &Path, payload: &[u8]) -> Result<()> {
+    append_record(appender, path, payload)?;
+    appender.sync().map_err(Error::io("sync", path))
+}
+
+fn append_record(appender: &mut Appender, path: &Path, payload: &[u8]) -> Result<()> {
     appender.append(&[payload]).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidInput {
             Error::InvalidArgument(format!("{}: {e}", path.display()))
         } else {
             Error::io("write", path)(e)
         }
-    })?;
-    appender.sync().map_err(Error::io("sync", path))
+    })
 }
 
 /// Points `CURRENT` at manifest `number`: a synced `CURRENT.tmp` renamed over

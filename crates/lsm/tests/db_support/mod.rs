@@ -178,3 +178,15 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// Waits until one of `holds` catches a call; fails the test with `what`
+/// after 10 s.
+pub fn wait_until_any_held(holds: &[strata_fs::Hold], what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !holds
+        .iter()
+        .any(|h| h.wait_until_held(std::time::Duration::from_millis(10)))
+    {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+    }
+}

@@ -1,0 +1,107 @@
+//! A flush publishes its version before the manifest sync that makes it
+//! durable, outside the installer lock (`read_state.rs`). Caught in that
+//! sync: the flushed data reads from its new file, writers go on, and a
+//! power cut there, keeping any subset of the unsynced pages, loses
+//! nothing acknowledged (the WAL that holds the flushed writes is deleted
+//! only once the flush is durable).
+
+mod db_support;
+
+use db_support::*;
+use std::sync::Arc;
+use strata_fs::{CrashMode, FaultFs, FileSystem, MemFs, Op};
+use strata_lsm::{Db, Hooks, ReadOptions, WriteOptions};
+
+fn property(db: &Db, name: &str) -> String {
+    let cf = db.default_column_family();
+    db.property(&cf, name).expect("property").expect(name)
+}
+
+fn check_keys(db: &Db, keys: &[u32], what: &str) {
+    let cf = db.default_column_family();
+    for &i in keys {
+        assert_eq!(
+            db.get(&ReadOptions::default(), &cf, &key(i)).expect("get"),
+            Some(value(u64::from(i), 100)),
+            "{what}: acknowledged key {i}"
+        );
+    }
+}
+
+#[test]
+fn a_flush_caught_in_its_manifest_sync_is_published_and_survives_a_power_cut_there() {
+    let mem = MemFs::new();
+    let ffs = FaultFs::new(Arc::new(mem.clone()));
+    let mut options = small_options();
+    // One memtable's worth, flushed by the test alone.
+    options.default_column_family.write_buffer_bytes = 1 << 20;
+    options
+        .default_column_family
+        .compaction
+        .level0_compaction_trigger = 8;
+    let fs: Arc<dyn FileSystem> = Arc::new(ffs.clone());
+    let db = Arc::new(Db::open_with(fs, DIR, options, Hooks::default()).expect("open"));
+    let cf = db.default_column_family();
+    let synced = WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    };
+    let mut acked: Vec<u32> = Vec::new();
+    for i in 0..200 {
+        db.put(&synced, &cf, &key(i), &value(u64::from(i), 100))
+            .expect("put");
+        acked.push(i);
+    }
+    assert_eq!(property(&db, "strata.num-files-at-level0"), "0");
+
+    let holds = [
+        ffs.hold(Op::SyncData, "MANIFEST-"),
+        ffs.hold(Op::SyncAll, "MANIFEST-"),
+    ];
+    let flushing = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let cf = db.default_column_family();
+            db.flush(&cf, true)
+        })
+    };
+    wait_until_any_held(&holds, "the flush never reached its manifest sync");
+
+    // Published while its edit is not durable yet.
+    assert_eq!(property(&db, "strata.num-files-at-level0"), "1");
+    assert_eq!(property(&db, "strata.num-immutable-memtables"), "0");
+    assert!(
+        !flushing.is_finished(),
+        "flush(wait) returned before its edit was durable"
+    );
+    check_keys(&db, &acked, "while the flush syncs");
+    // Writers do not wait for the install.
+    for i in 1000..1010 {
+        db.put(&synced, &cf, &key(i), &value(u64::from(i), 100))
+            .expect("put while the flush syncs");
+        acked.push(i);
+    }
+
+    // Power cuts at this instant, each keeping a different subset of the
+    // unsynced pages, and one keeping none.
+    let modes = (0..6)
+        .map(|seed| CrashMode::KeepRandomPages { seed })
+        .chain([CrashMode::DropUnsynced]);
+    for mode in modes {
+        let survivor = power_cut(&mem, mode);
+        let reopened = open(&survivor, small_options()).expect("reopen after the cut");
+        check_keys(&reopened, &acked, &format!("after a power cut ({mode:?})"));
+        reopened.close().expect("close");
+    }
+
+    drop(holds);
+    flushing
+        .join()
+        .expect("flush thread")
+        .expect("flush once its sync passes");
+    check_keys(&db, &acked, "after the flush");
+    Arc::into_inner(db)
+        .expect("one handle")
+        .close()
+        .expect("close");
+}
