@@ -46,6 +46,9 @@ def rows_of(record):
         out.append((f"{label} >= 1 ms (count)", op["over_1ms"]))
         if "over_1ms_unpreempted" in op:
             out.append((f"{label} >= 1 ms, not preempted (count)", op["over_1ms_unpreempted"]))
+        if "over_1ms_unpreempted_blocked" in op:
+            out.append((f"{label} >= 1 ms, not preempted, blocked (count)",
+                        op["over_1ms_unpreempted_blocked"]))
         if "own_p999_us" in op:
             out.append((f"{label} not preempted p99 (us)", op["own_p99_us"]))
             out.append((f"{label} not preempted p99.9 (us)", op["own_p999_us"]))

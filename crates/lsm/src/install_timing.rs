@@ -7,9 +7,10 @@
 //! (`crate::read_state`); a refused or failed install records nothing:
 //! - `lock_wait`: from the call to the lock taken (another installer of
 //!   the same family held it);
-//! - `build`: the [`VersionBuilder`] applying the edits to a copy of the
-//!   current version, which happens *under* the lock (see `read_state.rs`
-//!   for why);
+//! - `build`: the [`VersionBuilder`] applying the edits to the current
+//!   version under the lock, which happens only when the version built
+//!   ahead of the lock is stale (another install came between; see
+//!   `read_state.rs`) and for ingestions; near zero otherwise;
 //! - `persist`: the engine's persist hook, also under the lock: the
 //!   manifest append (unsynced), or a manifest rewrite, which writes every
 //!   file of every family; for an ingestion also the sync;
@@ -202,7 +203,8 @@ pub struct InstallTiming {
     pub lock_wait: TimeHistogram,
     /// The critical section: the lock taken to the new state published.
     pub lock_held: TimeHistogram,
-    /// Building the next version (under the lock).
+    /// Building the next version under the lock (when the one built ahead
+    /// was stale, and for ingestions).
     pub build: TimeHistogram,
     /// The persist hook: the manifest append, and for an ingestion its
     /// sync (under the lock).

@@ -13,9 +13,11 @@
 //! 1. take the installer lock (installers only: it serializes them, so no
 //!    installer can build on a version another is replacing and lose its
 //!    edits);
-//! 2. load the current version and build the next one from it with a
+//! 2. take the next version from the current one with a
 //!    [`VersionBuilder`] (cheap: see `version/builder.rs`; no reader waits
-//!    on it anyway);
+//!    on it anyway): built before the lock was taken, against the version
+//!    current then, if that is still the current one; built again under
+//!    the lock if not (another install came between);
 //! 3. persist the edits through the caller's [`PersistEdits`] hook: the
 //!    engine appends them to the manifest, unsynced; if that fails nothing
 //!    changes: the built version is dropped, no file is marked obsolete;
@@ -81,7 +83,7 @@ use parking_lot::Mutex;
 use crate::install_timing::InstallTimes;
 use crate::key::SeqNo;
 use crate::memtable::{Memtable, MemtableId, MemtableList};
-use crate::version::{EditError, Version, VersionBuilder, VersionEdit};
+use crate::version::{BuiltVersion, EditError, Version, VersionBuilder, VersionEdit};
 
 /// What a reader sees: one version of the files, the memtables above it and
 /// the sequence number below which everything in them is whole.
@@ -278,15 +280,26 @@ impl Installer {
         persist: &mut dyn PersistEdits,
         sequence: Option<&mut dyn FnMut() -> crate::Result<Sequenced>>,
     ) -> Result<Arc<ReadState>, InstallError> {
+        // Built ahead, outside the lock, against the version current now;
+        // used if it is still current once the lock is taken (the usual
+        // case), so the lock holds only the append and the swap. A
+        // compaction thread runs at a lower priority, and every
+        // microsecond it holds the lock is one a busier thread can preempt
+        // it in. An ingestion builds under the lock: it rebuilds anyway.
+        let ahead = if sequence.is_none() {
+            let base = self.state.load().version.clone();
+            build(&base, change.edits).ok().map(|built| (base, built))
+        } else {
+            None
+        };
         let called = Instant::now();
         let manifest = self.manifest.lock();
         let locked = Instant::now();
         let base = self.state.load().version.clone();
-        let mut builder = VersionBuilder::new(&base);
-        for edit in change.edits {
-            builder.apply(edit)?;
-        }
-        let mut built = builder.build();
+        let mut built = match ahead {
+            Some((ahead_base, built)) if Arc::ptr_eq(&ahead_base, &base) => built,
+            _ => build(&base, change.edits)?,
+        };
         let persisting = Instant::now();
         persist
             .persist(change.edits, &built.version)
@@ -422,6 +435,15 @@ impl Installer {
             cur = Guard::into_inner(prev);
         }
     }
+}
+
+/// Applies `edits` to `base`.
+fn build(base: &Arc<Version>, edits: &[VersionEdit]) -> Result<BuiltVersion, EditError> {
+    let mut builder = VersionBuilder::new(base);
+    for edit in edits {
+        builder.apply(edit)?;
+    }
+    Ok(builder.build())
 }
 
 /// A pause between a read's seqno and its state, for tests that install a

@@ -122,6 +122,10 @@ pub struct IterTimes {
     pub create: Duration,
     /// Seeking, reading one entry and dropping the iterator.
     pub seek_read_drop: Duration,
+    /// The thread's context switches read right after the creation (and
+    /// outside both timings), which separate a creation preempted or
+    /// blocked from a seek that was.
+    pub switches_at_create: Option<super::phase::Switches>,
 }
 
 /// The engine operations of `lsm-versions`. Shared by its threads.

@@ -31,6 +31,7 @@ use indicatif::ProgressBar;
 
 use super::engine::VersionsEngine;
 use super::grow::KeyOrder;
+use super::record::STALL_NANOS;
 use crate::engines::EngineError;
 use crate::error::BenchError;
 use crate::lsm::keys::KeySpace;
@@ -93,12 +94,45 @@ pub struct Timed {
     /// Latencies in nanoseconds.
     pub h: Histogram<u64>,
     /// The latencies of the calls during which the thread was not
-    /// preempted (no involuntary context switch over the whole engine
-    /// call, which holds the timed part): the engine's own time, waiting on
-    /// a lock or the disk or working, not the reader waiting for one of the
-    /// cores. On 2 busy cores a call of a few microseconds is preempted
-    /// about once in a thousand, which alone makes a p99.9.
+    /// preempted (no involuntary context switch over the timed call): the
+    /// engine's own time, waiting on a lock or the disk or working, not the
+    /// reader waiting for one of the cores. On 2 busy cores a call of a few
+    /// microseconds is preempted about once in a thousand, which alone
+    /// makes a p99.9.
     pub own: Histogram<u64>,
+    /// Of the calls of 1 ms or more not preempted, those during which the
+    /// thread slept on its own (a voluntary context switch: a lock, the
+    /// disk, a page fault waiting for memory-map changes); the others ran,
+    /// or their virtual CPU was paused by the host, which no count inside
+    /// the guest sees.
+    pub blocked_over_1ms: u64,
+}
+
+/// A thread's context switches so far (`getrusage`'s, this thread's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// Preemptions.
+    involuntary: u64,
+    /// Sleeps the thread went into itself.
+    voluntary: u64,
+}
+
+impl Switches {
+    /// The calling thread's counts; `None` if `getrusage` failed.
+    pub fn now() -> Option<Switches> {
+        // SAFETY: `getrusage` writes the struct it is given and nothing
+        // else; a zeroed `rusage` is a valid value of that plain C struct.
+        unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+                return None;
+            }
+            Some(Switches {
+                involuntary: ru.ru_nivcsw as u64,
+                voluntary: ru.ru_nvcsw as u64,
+            })
+        }
+    }
 }
 
 impl Timed {
@@ -106,17 +140,33 @@ impl Timed {
         let h = || {
             Histogram::new_with_bounds(1, LATENCY_MAX_NANOS, 3).expect("static bounds are valid")
         };
-        Timed { h: h(), own: h() }
+        Timed {
+            h: h(),
+            own: h(),
+            blocked_over_1ms: 0,
+        }
     }
 
-    /// Records `d`, timed within a call that began when the thread had
-    /// been preempted `preempted_before` times (a call counts as not
-    /// preempted only when both counts were read and are equal).
-    fn record(&mut self, d: Duration, preempted_before: Option<u64>) {
+    /// Records `d`, timed within a call that began at the switch counts
+    /// `before` and has just returned.
+    fn record(&mut self, d: Duration, before: Option<Switches>) {
+        self.record_span(d, before, Switches::now());
+    }
+
+    /// Records `d`, timed between the switch counts `before` and `after`
+    /// (a call counts as not preempted only when both were read and show
+    /// no preemption).
+    fn record_span(&mut self, d: Duration, before: Option<Switches>, after: Option<Switches>) {
         let nanos = (d.as_nanos() as u64).clamp(1, LATENCY_MAX_NANOS);
         self.h.saturating_record(nanos);
-        if preempted_before.is_some() && involuntary_switches() == preempted_before {
+        let (Some(b), Some(a)) = (before, after) else {
+            return;
+        };
+        if a.involuntary == b.involuntary {
             self.own.saturating_record(nanos);
+            if nanos >= STALL_NANOS && a.voluntary > b.voluntary {
+                self.blocked_over_1ms += 1;
+            }
         }
     }
 
@@ -125,20 +175,7 @@ impl Timed {
         self.own
             .add(&other.own)
             .expect("histograms of the same bounds");
-    }
-}
-
-/// Times the calling thread was preempted so far (`getrusage`'s
-/// involuntary context switches of this thread); `None` if it failed.
-fn involuntary_switches() -> Option<u64> {
-    // SAFETY: `getrusage` writes the struct it is given and nothing else;
-    // a zeroed `rusage` is a valid value of that plain C struct.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
-            return None;
-        }
-        Some(ru.ru_nivcsw as u64)
+        self.blocked_over_1ms += other.blocked_over_1ms;
     }
 }
 
@@ -344,17 +381,20 @@ fn reader(
     let mut one = || -> Result<(), EngineError> {
         let i = order.nth(space, rng.next() % keys);
         let key = space.key(i);
-        let before = involuntary_switches();
+        let before = Switches::now();
         h.snapshot.record(engine.snapshot()?, before);
-        let before = involuntary_switches();
+        let before = Switches::now();
         let t = engine.iterate(&key, None)?;
-        h.iter_create.record(t.create, before);
-        h.iter_seek_read.record(t.seek_read_drop, before);
+        h.iter_create
+            .record_span(t.create, before, t.switches_at_create);
+        h.iter_seek_read
+            .record(t.seek_read_drop, t.switches_at_create);
         let upper = space.key(i + 1);
-        let before = involuntary_switches();
+        let before = Switches::now();
         let t = engine.iterate(&key, Some(&upper))?;
-        h.bounded_iter_create.record(t.create, before);
-        let before = involuntary_switches();
+        h.bounded_iter_create
+            .record_span(t.create, before, t.switches_at_create);
+        let before = Switches::now();
         let start = Instant::now();
         engine.get(&key)?;
         h.get.record(start.elapsed(), before);

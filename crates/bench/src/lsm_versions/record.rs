@@ -51,6 +51,9 @@ pub struct OpLatency {
     /// Of those, the ones during which the thread was not preempted: the
     /// engine's own time, not a wait for a core.
     pub over_1ms_unpreempted: u64,
+    /// Of those, the ones during which the thread slept on its own (a lock,
+    /// the disk, a page fault): the others ran, or the host paused them.
+    pub over_1ms_unpreempted_blocked: u64,
     /// Operations during which the thread was not preempted.
     pub own_count: u64,
     /// Their 99th percentile.
@@ -73,6 +76,7 @@ impl OpLatency {
             max_us: us(h.max()),
             over_1ms: h.count_between(STALL_NANOS, u64::MAX),
             over_1ms_unpreempted: t.own.count_between(STALL_NANOS, u64::MAX),
+            over_1ms_unpreempted_blocked: t.blocked_over_1ms,
             own_count: t.own.len(),
             own_p99_us: us(t.own.value_at_quantile(0.99)),
             own_p999_us: us(t.own.value_at_quantile(0.999)),
@@ -330,13 +334,17 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
                 )
             },
         );
-        row(&format!("{name} >= 1 ms (not preempted)"), &|r| {
-            format!(
-                "{} ({})",
-                fmt_count(op(r).over_1ms),
-                fmt_count(op(r).over_1ms_unpreempted)
-            )
-        });
+        row(
+            &format!("{name} >= 1 ms (not preempted; of them blocked)"),
+            &|r| {
+                format!(
+                    "{} ({}; {})",
+                    fmt_count(op(r).over_1ms),
+                    fmt_count(op(r).over_1ms_unpreempted),
+                    fmt_count(op(r).over_1ms_unpreempted_blocked)
+                )
+            },
+        );
     }
     let parts: [InstallRow; 5] = [
         ("install lock held", |i| &i.lock_held),

@@ -14,6 +14,7 @@ use ::rocksdb::{IngestExternalFileOptions, Options, ReadOptions, SstFileWriter, 
 use strata_lsm::InstallTiming;
 
 use super::engine::{IterTimes, Tuning, VersionsEngine};
+use super::phase::Switches;
 use crate::engines::EngineError;
 use crate::lsm::engine::KvSettings;
 
@@ -119,6 +120,8 @@ impl VersionsEngine for RocksVersions {
         }
         let start = Instant::now();
         let mut it = self.db.raw_iterator_opt(options);
+        let create = start.elapsed();
+        let switches_at_create = Switches::now();
         let created = Instant::now();
         it.seek(key);
         if let (Some(k), Some(v)) = (it.key(), it.value()) {
@@ -127,8 +130,9 @@ impl VersionsEngine for RocksVersions {
         it.status().map_err(err("iterate"))?;
         drop(it);
         Ok(IterTimes {
-            create: created - start,
+            create,
             seek_read_drop: created.elapsed(),
+            switches_at_create,
         })
     }
 

@@ -11,6 +11,7 @@ use strata_lsm::{
 };
 
 use super::engine::{IterTimes, VersionsEngine};
+use super::phase::Switches;
 use crate::engines::EngineError;
 use crate::lsm::engine::KvSettings;
 
@@ -108,6 +109,8 @@ impl VersionsEngine for StrataVersions {
         };
         let start = Instant::now();
         let mut it = self.db.iter(&options, &self.cf).map_err(err("iter"))?;
+        let create = start.elapsed();
+        let switches_at_create = Switches::now();
         let created = Instant::now();
         it.seek(key).map_err(err("seek"))?;
         if it.valid() {
@@ -115,8 +118,9 @@ impl VersionsEngine for StrataVersions {
         }
         drop(it);
         Ok(IterTimes {
-            create: created - start,
+            create,
             seek_read_drop: created.elapsed(),
+            switches_at_create,
         })
     }
 

@@ -141,6 +141,14 @@ fn stalls(records: &[&VersionsRecord]) -> (bool, String) {
                 + r.bounded_iter_create.over_1ms_unpreempted
         })
         .sum();
+    let blocked: u64 = records
+        .iter()
+        .map(|r| {
+            r.snapshot.over_1ms_unpreempted_blocked
+                + r.iter_create.over_1ms_unpreempted_blocked
+                + r.bounded_iter_create.over_1ms_unpreempted_blocked
+        })
+        .sum();
     let worst = records
         .iter()
         .flat_map(|r| {
@@ -153,7 +161,10 @@ fn stalls(records: &[&VersionsRecord]) -> (bool, String) {
         .fold(0.0, f64::max);
     (
         over == 0 && records.iter().all(|r| r.error.is_none()),
-        format!("{over} at or over 1 ms, {own} of them not preempted; longest {worst:.0} us"),
+        format!(
+            "{over} at or over 1 ms, {own} of them not preempted ({blocked} of those blocked); \
+             longest {worst:.0} us"
+        ),
     )
 }
 
