@@ -19,7 +19,7 @@
 //! 5. `manifest`: the manifest file and the last persisted version of each
 //!    family (its rewrite needs them), taken inside the persist hook, and
 //!    briefly before and after a manifest sync;
-//! 6. leaves: `bg` (background scheduling), `snapshots`, `error`, the
+//! 6. leaves: `bg` (background scheduling), `snapshots` (its shards), `error`, the
 //!    sequence allocator's ranges, the block cache's shards, the range
 //!    latches' set (`latch.rs`; a writer waits on a latch holding none of
 //!    the locks above).
