@@ -1,6 +1,6 @@
 //! Install timing: how long each version install waits for and holds its
 //! column family's installer lock, and how long the parts done under it
-//! take. Always on: four clock reads and a few relaxed atomic adds per
+//! take. Always on: six clock reads and a few relaxed atomic adds per
 //! install, which runs at most once per flush, compaction or ingestion.
 //!
 //! What is measured, per successful [`Installer::install`]

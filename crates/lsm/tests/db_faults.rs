@@ -40,17 +40,6 @@ fn write_until_error(db: &Db, n: u32) -> (Vec<u32>, Option<Error>) {
     (acked, None)
 }
 
-fn check_acked(db: &Db, acked: &[u32]) {
-    let cf = db.default_column_family();
-    for &i in acked {
-        assert_eq!(
-            db.get(&ReadOptions::default(), &cf, &key(i)).expect("get"),
-            Some(value(u64::from(i), 200)),
-            "acknowledged key {i}"
-        );
-    }
-}
-
 #[test]
 fn every_kind_of_failed_call_stops_writes_and_reopen_recovers_what_was_acknowledged() {
     let ops = [
@@ -78,7 +67,12 @@ fn every_kind_of_failed_call_stops_writes_and_reopen_recovers_what_was_acknowled
                     "{op:?} after {after}: {e}"
                 );
                 // Reads go on.
-                check_acked(&db, &acked);
+                check_acked(
+                    &db,
+                    &acked,
+                    200,
+                    &format!("{op:?} after {after}: reads after the failure"),
+                );
                 match db.put(&WriteOptions::default(), &cf, b"more", b"x") {
                     Err(Error::ReadOnly(_)) => {}
                     other => {
@@ -89,7 +83,12 @@ fn every_kind_of_failed_call_stops_writes_and_reopen_recovers_what_was_acknowled
             fs.clear_faults();
             drop(db);
             let db = open_faulty(&fs).expect("reopen once the fault is gone");
-            check_acked(&db, &acked);
+            check_acked(
+                &db,
+                &acked,
+                200,
+                &format!("{op:?} after {after}: after reopen"),
+            );
             db.put(&WriteOptions::default(), &cf_default(&db), b"more", b"x")
                 .expect("writes work after reopen");
         }
@@ -109,7 +108,12 @@ fn running_out_of_space_is_an_error_and_nothing_acknowledged_is_lost() {
         fs.set_space_left(Some(space));
         let (acked, err) = write_until_error(&db, 2000);
         assert!(err.is_some(), "{space} bytes must run out");
-        check_acked(&db, &acked);
+        check_acked(
+            &db,
+            &acked,
+            200,
+            &format!("{space} bytes: once out of space"),
+        );
         fs.set_space_left(None);
         // Writes resume by themselves once space is back.
         std::thread::sleep(std::time::Duration::from_millis(250));
@@ -123,11 +127,16 @@ fn running_out_of_space_is_an_error_and_nothing_acknowledged_is_lost() {
             )
             .unwrap_or_else(|e| panic!("{space}: a write with space back: {e}"));
         }
-        check_acked(&db, &acked);
+        check_acked(&db, &acked, 200, &format!("{space} bytes: with space back"));
         db.close().expect("close");
         let db = open_faulty(&fs).expect("reopen");
-        check_acked(&db, &acked);
-        check_acked(&db, &(5000..5050).collect::<Vec<u32>>());
+        check_acked(&db, &acked, 200, &format!("{space} bytes: after reopen"));
+        check_acked(
+            &db,
+            &(5000..5050).collect::<Vec<u32>>(),
+            200,
+            &format!("{space} bytes: written with space back"),
+        );
     }
 }
 

@@ -190,3 +190,16 @@ pub fn wait_until_any_held(holds: &[strata_fs::Hold], what: &str) {
         assert!(std::time::Instant::now() < deadline, "{what}");
     }
 }
+
+/// Asserts that every key `i` of `keys` reads `value(i, value_bytes)` in the
+/// default family; `what` names the moment in the failure.
+pub fn check_acked(db: &Db, keys: &[u32], value_bytes: usize, what: &str) {
+    let cf = db.default_column_family();
+    for &i in keys {
+        assert_eq!(
+            db.get(&ReadOptions::default(), &cf, &key(i)).expect("get"),
+            Some(value(u64::from(i), value_bytes)),
+            "{what}: acknowledged key {i}"
+        );
+    }
+}
