@@ -74,7 +74,7 @@ pub mod db;
 pub use db::{
     latch_waits_on_this_thread, BlobFileStats, ColumnFamily, ColumnFamilyOptions, CompactionInfo,
     Db, DbIterator, EventListener, FlushInfo, Hooks, IngestOptions, IngestReport, Options,
-    ReadOptions, RecoveryReport, Snapshot, Statistics, WriteOptions,
+    ReadOptions, RecoveryReport, Snapshot, Statistics, WriteDelays, WriteOptions,
 };
 
 /// Bytes a WAL, SST or blob file writer writes between two requests that

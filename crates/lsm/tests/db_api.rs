@@ -249,6 +249,14 @@ type GateHandle = Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
 /// An engine with one background thread, held by a compaction (behind a
 /// closed gate) so that no memtable can be flushed.
 fn held_engine(max_write_buffers: usize) -> (Db, strata_lsm::ColumnFamily, GateHandle) {
+    held_engine_with(max_write_buffers, |_| {})
+}
+
+/// As `held_engine`, with `tune` applied to the options first.
+fn held_engine_with(
+    max_write_buffers: usize,
+    tune: impl FnOnce(&mut strata_lsm::Options),
+) -> (Db, strata_lsm::ColumnFamily, GateHandle) {
     let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let entered = Arc::new(AtomicU64::new(0));
     let mut filters: HashMap<String, Arc<dyn CompactionFilter>> = HashMap::new();
@@ -262,6 +270,7 @@ fn held_engine(max_write_buffers: usize) -> (Db, strata_lsm::ColumnFamily, GateH
     let mut options = small_options();
     options.background_threads = 1;
     options.default_column_family.max_write_buffers = max_write_buffers;
+    tune(&mut options);
     let dyn_fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
     let hooks = Hooks {
         compaction_filters: filters,
@@ -403,7 +412,13 @@ fn no_slowdown_turns_a_stall_into_busy() {
         .join()
         .expect("writer thread")
         .expect("a waiting write");
-    assert!(db.statistics().stalls >= 1);
+    let stats = db.statistics();
+    assert!(stats.stalls >= 1);
+    // The wait is put down to the memtables, and to nothing else.
+    let d = stats.write_delays;
+    assert!(d.memtable_stop_micros >= 10_000, "{d:?}");
+    assert!(d.memtable_stop_micros <= stats.stall_micros, "{d:?}");
+    assert_eq!(d.level0_stop_micros + d.debt_stop_micros, 0, "{d:?}");
     assert_eq!(
         db.get(&ReadOptions::default(), &cf, b"late").expect("get"),
         Some(b"v".to_vec())
@@ -424,11 +439,70 @@ fn writes_slow_down_one_memtable_before_they_would_stop() {
         Some("2".to_string())
     );
     let before = db.statistics().slowdowns;
-    db.put(&WriteOptions::default(), &cf, b"slowed", b"v")
+    // 4 KiB: a delay of tens of microseconds, counted whole.
+    db.put(&WriteOptions::default(), &cf, b"slowed", &[b'v'; 4096])
         .expect("a slowed write gets through");
-    assert_eq!(db.statistics().slowdowns, before + 1);
-    assert_eq!(db.statistics().stalls, 0);
+    let stats = db.statistics();
+    // Released before the checks: a failed one must not leave the
+    // background thread held, and the engine's drop waiting for it.
     let (lock, cv) = &*gate;
     *lock.lock().expect("gate lock") = true;
     cv.notify_all();
+    assert_eq!(stats.slowdowns, before + 1);
+    assert_eq!(stats.stalls, 0);
+    let d = stats.write_delays;
+    assert!(d.memtable_slowdown_micros > 0, "{d:?}");
+    assert_eq!(d.memtable_slowdown_micros, stats.slowdown_micros, "{d:?}");
+}
+
+/// Compaction-debt limits of 0 mean "never" (`CompactionOptions`): with
+/// both at 0, writes go through neither stopped nor slowed, on a fresh
+/// engine and with a compaction held while L0 files wait (debt above 0).
+/// Both limits were compared with `>=`, so a hard limit of 0 stopped every
+/// write for good (a writer that may wait hung; one that may not got
+/// `Busy`).
+#[test]
+fn compaction_debt_limits_of_zero_never_hold_writes_back() {
+    let never = |o: &mut strata_lsm::Options| {
+        let c = &mut o.default_column_family.compaction;
+        c.soft_pending_compaction_bytes = 0;
+        c.hard_pending_compaction_bytes = 0;
+    };
+    let quick = WriteOptions {
+        no_slowdown: true,
+        ..WriteOptions::default()
+    };
+    let mut options = small_options();
+    never(&mut options);
+    let db = open(&MemFs::new(), options).expect("open");
+    let cf = db.default_column_family();
+    db.put(&quick, &cf, b"k", b"v")
+        .expect("a write on a fresh engine is not held back");
+    drop(db);
+
+    // The held engine writes while it sets up: on a watchdog, so that a
+    // write held for good fails the test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (db, cf, gate) = held_engine_with(4, never);
+        let mut refused = None;
+        for i in 100..140 {
+            if let Err(e) = db.put(&quick, &cf, &key(i), &[b'v'; 100]) {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+        let stats = db.statistics();
+        let (lock, cv) = &*gate;
+        *lock.lock().expect("gate lock") = true;
+        cv.notify_all();
+        let _ = done.send((refused, stats));
+    });
+    let (refused, stats) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("writes were held back for good");
+    assert!(refused.is_none(), "a write was refused: {refused:?}");
+    let d = stats.write_delays;
+    assert_eq!(d.debt_stop_micros + d.debt_slowdown_micros, 0, "{d:?}");
+    assert_eq!((stats.stalls, stats.slowdowns), (0, 0));
 }

@@ -206,15 +206,24 @@ impl KvEngine for StrataKv {
     fn level_report(&self) -> Option<String> {
         let levels = self.db.property(&self.cf, "strata.levels").ok().flatten()?;
         let st = self.db.statistics();
+        let d = st.write_delays;
         Some(format!(
             "{levels}flushes {} ({} bytes), compactions {} (read {}, written {}), \
-             written by level {:?}",
+             written by level {:?}\n\
+             writes held back since open (ms), stopped / slowed: memtables {} / {}, \
+             L0 {} / {}, compaction debt {} / {}",
             st.flushes,
             st.flush_bytes,
             st.compactions,
             st.compaction_bytes_read,
             st.compaction_bytes_written,
-            st.compaction_bytes_written_by_level
+            st.compaction_bytes_written_by_level,
+            d.memtable_stop_micros / 1000,
+            d.memtable_slowdown_micros / 1000,
+            d.level0_stop_micros / 1000,
+            d.level0_slowdown_micros / 1000,
+            d.debt_stop_micros / 1000,
+            d.debt_slowdown_micros / 1000,
         ))
     }
 

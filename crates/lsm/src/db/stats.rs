@@ -11,6 +11,42 @@ use crate::error::Result;
 use crate::install_timing::{InstallTimes, InstallTiming};
 use crate::version::NUM_LEVELS_MAX;
 
+/// What held a write back: the write path checks each family it touches
+/// against its marks (`ColumnFamilyOptions`, `CompactionOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayCause {
+    /// Immutable memtables waiting for their flush.
+    Memtables = 0,
+    /// Files in L0 at the slowdown or stop trigger.
+    Level0 = 1,
+    /// Bytes compaction is behind, at the soft or hard limit.
+    CompactionDebt = 2,
+}
+
+impl DelayCause {
+    const COUNT: usize = 3;
+}
+
+/// Time writers were held back, by cause: a stop waits for a flush or a
+/// compaction to get under the mark; a slowdown sleeps a little per write.
+/// The slowdowns sum to `Statistics::slowdown_micros`; the stops to about
+/// `stall_micros` (the checks between two waits are not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteDelays {
+    /// Microseconds stopped while every memtable was full.
+    pub memtable_stop_micros: u64,
+    /// Microseconds of slowdown one memtable short of that.
+    pub memtable_slowdown_micros: u64,
+    /// Microseconds stopped at `level0_stop_trigger`.
+    pub level0_stop_micros: u64,
+    /// Microseconds of slowdown from `level0_slowdown_trigger` on.
+    pub level0_slowdown_micros: u64,
+    /// Microseconds stopped at `hard_pending_compaction_bytes`.
+    pub debt_stop_micros: u64,
+    /// Microseconds of slowdown from `soft_pending_compaction_bytes` on.
+    pub debt_slowdown_micros: u64,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     writes: AtomicU64,
@@ -30,6 +66,8 @@ pub(crate) struct Counters {
     stall_micros: AtomicU64,
     slowdowns: AtomicU64,
     slowdown_micros: AtomicU64,
+    /// Microseconds of stops, then of slowdowns, by [`DelayCause`].
+    delay_micros: [[AtomicU64; DelayCause::COUNT]; 2],
     manifest_rewrites: AtomicU64,
     /// Shared by the installers of every column family, so that a dropped
     /// family's installs still count.
@@ -87,13 +125,19 @@ impl Counters {
         let level = usize::from(output_level).min(NUM_LEVELS_MAX - 1);
         add(&self.compaction_bytes_written_by_level[level], written);
     }
+    /// A write that stopped, for `d` in all.
     pub fn add_stall(&self, d: Duration) {
         add(&self.stalls, 1);
         add(&self.stall_micros, d.as_micros() as u64);
     }
-    pub fn add_slowdown(&self, d: Duration) {
+    /// Part of a stop, spent waiting on `cause`.
+    pub fn add_stall_part(&self, cause: DelayCause, d: Duration) {
+        add(&self.delay_micros[0][cause as usize], d.as_micros() as u64);
+    }
+    pub fn add_slowdown(&self, cause: DelayCause, d: Duration) {
         add(&self.slowdowns, 1);
         add(&self.slowdown_micros, d.as_micros() as u64);
+        add(&self.delay_micros[1][cause as usize], d.as_micros() as u64);
     }
     pub fn add_manifest_rewrite(&self) {
         add(&self.manifest_rewrites, 1);
@@ -145,6 +189,8 @@ pub struct Statistics {
     pub slowdowns: u64,
     /// Microseconds of delay added to slowed-down writes.
     pub slowdown_micros: u64,
+    /// The stops and slowdowns by cause.
+    pub write_delays: WriteDelays,
     /// Times the manifest was rewritten as a snapshot.
     pub manifest_rewrites: u64,
     /// Ingestions (`Db::ingest`, `Db::replace_range`) committed.
@@ -196,6 +242,22 @@ impl Db {
             stall_micros: g(&c.stall_micros),
             slowdowns: g(&c.slowdowns),
             slowdown_micros: g(&c.slowdown_micros),
+            write_delays: {
+                let [stop, slow] = &c.delay_micros;
+                let (m, l, d) = (
+                    DelayCause::Memtables as usize,
+                    DelayCause::Level0 as usize,
+                    DelayCause::CompactionDebt as usize,
+                );
+                WriteDelays {
+                    memtable_stop_micros: g(&stop[m]),
+                    memtable_slowdown_micros: g(&slow[m]),
+                    level0_stop_micros: g(&stop[l]),
+                    level0_slowdown_micros: g(&slow[l]),
+                    debt_stop_micros: g(&stop[d]),
+                    debt_slowdown_micros: g(&slow[d]),
+                }
+            },
             manifest_rewrites: g(&c.manifest_rewrites),
             ingestions: g(&c.ingestions),
             ingest_seqno_hold_micros: g(&c.ingest_seqno_hold_micros),

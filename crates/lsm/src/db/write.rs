@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 
 use super::cf::{CfState, ColumnFamily};
 use super::options::WriteOptions;
+use super::stats::DelayCause;
 use super::write_group::{GroupWriter, WriteRequest};
 use super::{Db, DbInner};
 use crate::batch::WriteBatch;
@@ -185,63 +186,80 @@ impl DbInner {
         let mut stalled = false;
         loop {
             self.check_writable()?;
-            let mut stop: Option<String> = None;
-            let mut delay = 0.0f64;
+            let mut stop: Option<(DelayCause, String)> = None;
+            // The largest delay asked for, as a fraction of `SLOWDOWN_MAX`.
+            let mut delay: Option<(DelayCause, f64)> = None;
+            let mut slow = |cause: DelayCause, d: f64| {
+                if d > 0.0 && delay.is_none_or(|(_, max)| d > max) {
+                    delay = Some((cause, d));
+                }
+            };
             for cf in touched {
                 let state = cf.installer.load();
                 let o = &cf.options;
                 let c = &o.compaction;
                 let l0 = state.version.level_len(0);
                 if state.immutables.len() + 1 >= o.max_write_buffers {
-                    stop = Some(format!(
-                        "{}: {} memtables wait for a flush",
-                        cf.name,
-                        state.immutables.len()
+                    stop = Some((
+                        DelayCause::Memtables,
+                        format!(
+                            "{}: {} memtables wait for a flush",
+                            cf.name,
+                            state.immutables.len()
+                        ),
                     ));
                     break;
                 }
                 if o.max_write_buffers >= 3 && state.immutables.len() + 2 >= o.max_write_buffers {
                     let d = bytes as f64 / MEMTABLE_SLOWDOWN_BYTES_PER_SEC;
-                    delay = delay.max(d / SLOWDOWN_MAX.as_secs_f64());
+                    slow(DelayCause::Memtables, d / SLOWDOWN_MAX.as_secs_f64());
                 }
                 if l0 >= c.level0_stop_trigger {
-                    stop = Some(format!("{}: {l0} files in L0", cf.name));
+                    stop = Some((DelayCause::Level0, format!("{}: {l0} files in L0", cf.name)));
                     break;
                 }
                 let debt = cf
                     .compaction_debt
                     .load(std::sync::atomic::Ordering::Relaxed);
-                if debt >= c.hard_pending_compaction_bytes {
-                    stop = Some(format!("{}: {debt} bytes of compaction debt", cf.name));
+                // A limit of 0 is "never" (`CompactionOptions`).
+                let (soft, hard) = (
+                    c.soft_pending_compaction_bytes,
+                    c.hard_pending_compaction_bytes,
+                );
+                if hard != 0 && debt >= hard {
+                    stop = Some((
+                        DelayCause::CompactionDebt,
+                        format!("{}: {debt} bytes of compaction debt", cf.name),
+                    ));
                     break;
                 }
                 if l0 >= c.level0_slowdown_trigger {
                     let span = (c.level0_stop_trigger - c.level0_slowdown_trigger).max(1);
                     let over = l0 + 1 - c.level0_slowdown_trigger;
-                    delay = delay.max(over as f64 / span as f64);
+                    slow(DelayCause::Level0, over as f64 / span as f64);
                 }
-                if debt >= c.soft_pending_compaction_bytes {
-                    let span = c
-                        .hard_pending_compaction_bytes
-                        .saturating_sub(c.soft_pending_compaction_bytes)
-                        .max(1);
-                    let over = debt - c.soft_pending_compaction_bytes;
-                    delay = delay.max(over as f64 / span as f64);
+                if soft != 0 && debt >= soft {
+                    // Without a hard limit the delay is whole at twice the soft one.
+                    let span = if hard > soft { hard - soft } else { soft };
+                    let over = debt - soft;
+                    slow(DelayCause::CompactionDebt, over as f64 / span as f64);
                 }
             }
-            if let Some(why) = stop {
+            if let Some((cause, why)) = stop {
                 if options.no_slowdown {
                     return Err(Error::Busy(why));
                 }
                 stalled = true;
+                let waited = Instant::now();
                 self.bg.wait_for_change(STALL_POLL);
+                self.counters.add_stall_part(cause, waited.elapsed());
                 continue;
             }
             if stalled {
                 self.counters.add_stall(start.elapsed());
                 return Ok(());
             }
-            if delay > 0.0 {
+            if let Some((cause, delay)) = delay {
                 if options.no_slowdown {
                     return Err(Error::Busy(
                         "writes are paced: flushes or compactions are behind".into(),
@@ -249,7 +267,7 @@ impl DbInner {
                 }
                 let d = SLOWDOWN_MAX.mul_f64(delay.min(1.0));
                 std::thread::sleep(d);
-                self.counters.add_slowdown(d);
+                self.counters.add_slowdown(cause, d);
             }
             return Ok(());
         }
