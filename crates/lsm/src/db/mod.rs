@@ -75,7 +75,7 @@ pub use latch::latch_waits_on_this_thread;
 pub use options::{BlobOptions, ColumnFamilyOptions, Options, ReadOptions, WriteOptions};
 pub use recovery::RecoveryReport;
 pub use snapshot::Snapshot;
-pub use stats::{DelayCause, Statistics, WriteDelays};
+pub use stats::{Statistics, WriteDelays};
 
 use background::Background;
 use cf::CfSet;

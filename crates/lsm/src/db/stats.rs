@@ -14,7 +14,7 @@ use crate::version::NUM_LEVELS_MAX;
 /// What held a write back: the write path checks each family it touches
 /// against its marks (`ColumnFamilyOptions`, `CompactionOptions`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DelayCause {
+pub(crate) enum DelayCause {
     /// Immutable memtables waiting for their flush.
     Memtables = 0,
     /// Files in L0 at the slowdown or stop trigger.
