@@ -367,9 +367,12 @@ impl Installer {
         Ok(published.expect("an install always publishes"))
     }
 
-    /// Raises the visible seqno of the published state to `seqno` (writers,
-    /// after the sequence allocator published it); a lower value than the
-    /// published one is a race lost to a later writer and changes nothing.
+    /// Raises the visible seqno of the published state to `seqno`; a lower
+    /// value than the published one is a race lost to a later writer and
+    /// changes nothing. For a user of the installer whose writers publish
+    /// through the state. The engine's writers publish through the sequence
+    /// allocator instead (no swap per write), and its readers combine the
+    /// two with [`Installer::load_with_visible`].
     pub fn publish_visible(&self, seqno: SeqNo) {
         self.swap(|cur| {
             (seqno > cur.visible).then(|| ReadState {
