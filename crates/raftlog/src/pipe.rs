@@ -110,10 +110,19 @@ impl ActiveFile {
     /// effort: a file without them is scanned by recovery, so a failure here
     /// (ENOSPC, say) must not stop the rotation.
     pub fn write_index_section(&self) -> std::io::Result<()> {
+        self.write_index_section_paced(&SectionPace::NONE)
+    }
+
+    /// [`Self::write_index_section`] at `pace`, the trailer last.
+    pub fn write_index_section_paced(&self, pace: &SectionPace) -> std::io::Result<()> {
         // Here, where every section is written, so that a test pausing it
         // catches whichever thread writes one.
         fail::fail_point!("raftlog::write_index_section");
-        let mut bytes = self.section.encode(self.offset);
+        let mut bytes = self.section.encode_with(self.offset, |n| {
+            if n > 0 && n % pace.groups == 0 {
+                std::thread::sleep(pace.pause);
+            }
+        });
         let section_len = u32::try_from(bytes.len())
             .map_err(|_| std::io::Error::other("index section over 4 GiB"))?;
         let section_offset = self.offset + RECORD_HEADER_LEN as u64;
@@ -129,14 +138,48 @@ impl ActiveFile {
         let trailer_at = (self.file.len()?)
             .saturating_sub(TRAILER_LEN as u64)
             .max(section_end);
+        let write = |at: u64, bytes: &[u8]| -> std::io::Result<()> {
+            let mut offset = at;
+            for piece in bytes.chunks(pace.piece_bytes) {
+                self.file.write_at(offset, piece)?;
+                offset += piece.len() as u64;
+                if pace.piece_bytes < bytes.len() {
+                    // A hint: an error stays with the file, and its sync reports it.
+                    let _ = self
+                        .file
+                        .start_writeback(offset - piece.len() as u64, piece.len() as u64);
+                    std::thread::sleep(pace.pause);
+                }
+            }
+            Ok(())
+        };
         if trailer_at == section_end {
             bytes.extend_from_slice(&trailer);
-            self.file.write_at(section_offset, &bytes)
+            write(section_offset, &bytes)
         } else {
-            self.file.write_at(section_offset, &bytes)?;
-            self.file.write_at(trailer_at, &trailer)
+            write(section_offset, &bytes)?;
+            write(trailer_at, &trailer)
         }
     }
+}
+
+/// How gently an index section is encoded and written: a pause after every
+/// `groups` groups encoded and after every `piece_bytes` written (each
+/// piece's writeback started before it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SectionPace {
+    pub groups: usize,
+    pub piece_bytes: usize,
+    pub pause: std::time::Duration,
+}
+
+impl SectionPace {
+    /// At once: no pause.
+    pub const NONE: SectionPace = SectionPace {
+        groups: usize::MAX,
+        piece_bytes: usize::MAX,
+        pause: std::time::Duration::ZERO,
+    };
 }
 
 #[derive(Debug)]
@@ -383,4 +426,68 @@ pub(crate) fn decode_record(buf: Vec<u8>, file_id: u64) -> std::result::Result<P
         buf,
         start: RECORD_HEADER_LEN,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Queue;
+    use crate::log_batch::Item;
+    use crate::section::{decode_section, Trailer, TRAILER_LEN};
+    use strata_fs::MemFs;
+
+    /// An active file of `groups` groups, one state put each, over records
+    /// of 100 bytes.
+    fn file_with_groups(fs: &MemFs, name: &str, groups: u64) -> ActiveFile {
+        let file = fs.create(Path::new(name)).unwrap();
+        let id = FileId {
+            queue: Queue::Append,
+            seq: 1,
+        };
+        let mut active = ActiveFile::empty(id, file);
+        for g in 1..=groups {
+            let value = g.to_le_bytes();
+            active.section.add_record(
+                100,
+                &[Item::Put {
+                    group: g,
+                    key: b"state",
+                    value: &value,
+                }],
+            );
+            active.offset += 100;
+        }
+        active
+    }
+
+    /// The preparer encodes and writes a section in pieces with pauses
+    /// between (`SectionPace`): the file ends up byte for byte as with the
+    /// section written at once, the trailer last.
+    #[test]
+    fn a_paced_section_is_the_bytes_of_one_written_at_once() {
+        let fs = MemFs::new();
+        let at_once = file_with_groups(&fs, "/a", 50);
+        let paced = file_with_groups(&fs, "/b", 50);
+        at_once.write_index_section().unwrap();
+        let pace = SectionPace {
+            groups: 7,
+            piece_bytes: 100,
+            pause: std::time::Duration::from_micros(10),
+        };
+        paced.write_index_section_paced(&pace).unwrap();
+        let read = |f: &ActiveFile| {
+            let len = f.file.len().unwrap() as usize;
+            let mut buf = vec![0; len];
+            f.file.read_at(0, &mut buf).unwrap();
+            buf
+        };
+        let (a, b) = (read(&at_once), read(&paced));
+        assert_eq!(a, b);
+        // More than one piece, and a section that decodes.
+        let trailer = Trailer::decode(&b[b.len() - TRAILER_LEN..], at_once.id.to_u64()).unwrap();
+        assert!(trailer.section_len as usize > 3 * pace.piece_bytes);
+        let start = trailer.section_offset as usize;
+        let section = decode_section(&b[start..start + trailer.section_len as usize]).unwrap();
+        assert_eq!(section.groups.len(), 50);
+    }
 }

@@ -11,9 +11,10 @@
 //! 1. renames the file the rotation made active from its `recycle-` name to
 //!    its own (a rename waits milliseconds on the journal while it commits);
 //! 2. writes the index section of the file the rotation sealed and starts
-//!    its writeback, without a sync: every byte of data was synced already,
-//!    by its writers or by the rotation, and a section that a power cut
-//!    tore fails its checksum and the file is scanned instead. A sync there
+//!    its writeback, paced (`SECTION_PACE`), without a sync: every byte of
+//!    data was synced already, by its writers or by the rotation, and a
+//!    section that a power cut tore fails its checksum and the file is
+//!    scanned instead. A sync there
 //!    was a device flush on top of the leader's, which every writer waited
 //!    out right after each rotation;
 //! 3. takes a recycled file (dropping its cached pages a few MiB at a time,
@@ -49,7 +50,7 @@ use strata_fs::{File, FileSystem};
 
 use crate::format::{FileId, RECYCLE_PREFIX};
 use crate::metrics::Metrics;
-use crate::pipe::{file_head, ActiveFile, SMALL_APPEND_BYTES};
+use crate::pipe::{file_head, ActiveFile, SectionPace, SMALL_APPEND_BYTES};
 use crate::section::SectionBuilder;
 use crate::Config;
 
@@ -279,8 +280,9 @@ impl Shared {
             let mut spent = Vec::with_capacity(seal.len());
             for mut sealed in seal {
                 // Best effort, unsynced: see the module doc, step 2.
-                if sealed.write_index_section().is_ok() {
+                if sealed.write_index_section_paced(&SECTION_PACE).is_ok() {
                     Metrics::add(&self.metrics.index_sections_written, 1);
+                    // The rest: the trailer, at the end of a preallocated file.
                     let _ = sealed.file.start_writeback(sealed.offset, 0);
                 }
                 spent.push(std::mem::take(&mut sealed.section));
@@ -389,6 +391,21 @@ impl Shared {
         Some(Prepared { id, name, file })
     }
 }
+
+/// How a sealed file's index section is encoded and written: a pause of 1
+/// ms after every 2,048 groups encoded and after every 256 KiB written. At
+/// 100,000 groups a section is about 10 MB for 128 MiB of log and takes tens
+/// of milliseconds to encode, and for the 50-100 ms after each rotation the
+/// leader's syncs took 2-5 ms (M-100K, traced). Without any section the
+/// writes' p99.9 was 1.0-1.1 ms, with the section encoded but not written
+/// 2.2-3.0 ms, written at once 3.2-4.5 ms, paced 1.8-3.3 ms (six runs each,
+/// alternated: lower in every pair; `docs/bench/raftlog-vs-peers.md`).
+/// Pacing the writes alone changed nothing.
+const SECTION_PACE: SectionPace = SectionPace {
+    groups: 2048,
+    piece_bytes: 256 << 10,
+    pause: std::time::Duration::from_millis(1),
+};
 
 /// `allocate_gently` reserves this much of a fresh file at a time...
 const ALLOCATE_PIECE_BYTES: u64 = 8 << 20;

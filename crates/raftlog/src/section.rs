@@ -291,7 +291,14 @@ impl SectionBuilder {
     ///         | u8 DELETE | varint key_len | key
     ///         | varint purged_below   (the highest PURGED_BELOW seq of the file, 0: none)
     /// ```
+    #[cfg(test)]
     pub fn encode(&self, data_end: u64) -> Vec<u8> {
+        self.encode_with(data_end, |_| {})
+    }
+
+    /// [`Self::encode`], calling `between(n)` before the `n`-th group: a
+    /// caller off the write path pauses there (see `prepare.rs`).
+    pub fn encode_with(&self, data_end: u64, mut between: impl FnMut(usize)) -> Vec<u8> {
         let mut out = Vec::with_capacity(16 + self.records.len() * 3 + self.groups.len() * 64);
         put_varint(&mut out, data_end);
         put_varint(&mut out, self.records.len() as u64);
@@ -302,7 +309,8 @@ impl SectionBuilder {
             self.groups.iter().filter(|(_, g)| g.touched()).collect();
         groups.sort_unstable_by_key(|(g, _)| **g);
         put_varint(&mut out, groups.len() as u64);
-        for (&group, changes) in groups {
+        for (n, (&group, changes)) in groups.into_iter().enumerate() {
+            between(n);
             put_varint(&mut out, group);
             out.push(changes.removed as u8);
             put_varint(&mut out, changes.log.len() as u64);
@@ -510,6 +518,21 @@ mod tests {
             assert_eq!(Trailer::decode(&bad, 9), None, "flip at {i} accepted");
         }
         assert_eq!(Trailer::decode(&bytes[..39], 9), None);
+    }
+
+    /// The hook of a paced encoding sees each group once, in order, and
+    /// leaves the bytes as they are.
+    #[test]
+    fn a_paced_encoding_calls_between_once_per_group() {
+        let mut b = SectionBuilder::default();
+        for g in [5u64, 1, 9] {
+            b.add_record(40, &[Item::CompactTo { group: g, index: 2 }]);
+        }
+        let end = FILE_HEADER_LEN as u64 + 120;
+        let mut seen = Vec::new();
+        let bytes = b.encode_with(end, |n| seen.push(n));
+        assert_eq!(seen, vec![0, 1, 2]);
+        assert_eq!(bytes, b.encode(end));
     }
 
     /// A builder reused for the next file describes that file alone: no
