@@ -85,11 +85,12 @@ pub(crate) struct ActiveFile {
 /// the rotation's sealing sync wrote it out on the leader's path while every
 /// writer waited.
 ///
-/// Not more: the device completes each hint's pages in one go, in an
-/// interrupt on one CPU, and a writer running there waits that long. At 1 MiB
-/// (256 pages) that was the p99.9 of one writer appending 4 KiB batches
-/// without sync (73 us; 45-49 us at 512 KiB, the same writes/s; at 256 KiB
-/// and below the p99 doubled and writes/s fell 5-15%).
+/// Not more: at 1 MiB (256 pages) the p99.9 of one writer appending 4 KiB
+/// batches without sync was 73 us, at 512 KiB 45-49 us with the same
+/// writes/s; at 256 KiB and below the p99 doubled and writes/s fell 5-15%.
+/// Our reading, not traced to the instruction: a hint's pages go out as one
+/// request and complete together on the CPU that takes the disk's
+/// interrupts, and a writer running there waits that long.
 pub(crate) const WRITEBACK_BYTES: u64 = 512 << 10;
 
 impl ActiveFile {

@@ -282,7 +282,9 @@ impl Shared {
                 // Best effort, unsynced: see the module doc, step 2.
                 if sealed.write_index_section_paced(&SECTION_PACE).is_ok() {
                     Metrics::add(&self.metrics.index_sections_written, 1);
-                    // The rest: the trailer, at the end of a preallocated file.
+                    // What no piece hinted: a section written in one piece,
+                    // and a trailer apart from it at the end of a
+                    // preallocated file.
                     let _ = sealed.file.start_writeback(sealed.offset, 0);
                 }
                 spent.push(std::mem::take(&mut sealed.section));
@@ -396,11 +398,12 @@ impl Shared {
 /// ms after every 2,048 groups encoded and after every 256 KiB written. At
 /// 100,000 groups a section is about 10 MB for 128 MiB of log and takes tens
 /// of milliseconds to encode, and for the 50-100 ms after each rotation the
-/// leader's syncs took 2-5 ms (M-100K, traced). Without any section the
-/// writes' p99.9 was 1.0-1.1 ms, with the section encoded but not written
-/// 2.2-3.0 ms, written at once 3.2-4.5 ms, paced 1.8-3.3 ms (six runs each,
-/// alternated: lower in every pair; `docs/bench/raftlog-vs-peers.md`).
-/// Pacing the writes alone changed nothing.
+/// leader's syncs took 2-5 ms (M-100K, traced). The writes' p99.9 there:
+/// written at once 2.7-4.5 ms and paced 1.8-3.3 ms (six pairs of runs,
+/// alternated, lower paced in every pair); in throwaway builds, 1.0-1.1 ms
+/// with no section and 2.2-3.0 ms with it encoded but not written (two runs
+/// each; `docs/bench/raftlog-vs-peers.md`). Pacing the writes alone changed
+/// nothing.
 const SECTION_PACE: SectionPace = SectionPace {
     groups: 2048,
     piece_bytes: 256 << 10,
