@@ -90,6 +90,8 @@ struct BitFlip {
 struct FaultState {
     rules: HashMap<Op, Rule>,
     counts: HashMap<Op, u64>,
+    /// Bytes asked for by `will_need` calls that were not failed.
+    will_need_bytes: u64,
     /// Bytes files may still grow by; `None` is unlimited.
     space_left: Option<u64>,
     flips: Vec<BitFlip>,
@@ -202,6 +204,12 @@ impl FaultFs {
     /// Returns how many calls of `op` have been made, failed ones included.
     pub fn count(&self, op: Op) -> u64 {
         self.state.lock().counts.get(&op).copied().unwrap_or(0)
+    }
+
+    /// Bytes asked for by `File::will_need` calls so far (failed calls not
+    /// counted): how far a reader reads ahead.
+    pub fn will_need_bytes(&self) -> u64 {
+        self.state.lock().will_need_bytes
     }
 
     fn enter(&self, op: Op) -> io::Result<()> {
@@ -403,7 +411,12 @@ impl File for FaultFile {
     }
 
     fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.enter(Op::WillNeed)?;
+        self.pass_holds(Op::WillNeed);
+        {
+            let mut state = self.state.lock();
+            state.enter(Op::WillNeed)?;
+            state.will_need_bytes += len;
+        }
         self.inner.will_need(offset, len)
     }
 }

@@ -66,6 +66,9 @@ impl BlobBlock {
 /// Stored bytes of a blob file read at once ([`BlobFileReader::read_span`]).
 #[derive(Debug, Default)]
 pub struct Span {
+    /// The number of the file it was read from: a span shared by the files
+    /// of a scan holds one file's bytes at a time.
+    file_number: u64,
     offset: u64,
     bytes: Vec<u8>,
 }
@@ -167,6 +170,7 @@ impl BlobFileReader {
     pub fn read_span(&self, offset: u64, len: u64, span: &mut Span) -> Result<()> {
         let end = offset.saturating_add(len).min(self.footer.data_end);
         span.bytes.clear();
+        span.file_number = self.file_number;
         span.offset = offset;
         if offset < HEADER_LEN as u64 || offset >= end {
             return Err(
@@ -184,6 +188,9 @@ impl BlobFileReader {
     /// Checks the stored block at `offset` of `size` bytes, taken from
     /// `span`; `None` when the span does not hold all of it.
     pub fn block_in_span(&self, span: &Span, offset: u64, size: u32) -> Option<Result<BlobBlock>> {
+        if span.file_number != self.file_number {
+            return None;
+        }
         let stored = span.get(offset, size)?;
         Some(
             self.check_extent(offset, size)

@@ -146,6 +146,10 @@ const READAHEAD_BYTES: u64 = 1 << 20;
 /// Bytes a scan reads at once from a blob file it reads forward.
 const SPAN_BYTES: u64 = 32 << 10;
 
+/// Bytes a batched scan reads from one blob file at once, at most: the
+/// batch's blocks of that file, which it asked for ahead.
+const RANGE_SPAN_MAX: u64 = 256 << 10;
+
 /// Blob files a scan keeps its place in (and a span of, at most 8 MiB of
 /// spans); past it, the file read longest ago is forgotten. A scan after
 /// random overwrites reads from every blob file in turn (about 70 at 4 GiB
@@ -154,22 +158,23 @@ const SPAN_BYTES: u64 = 32 << 10;
 const FILES_MAX: usize = 256;
 
 /// Follows blob references for one iterator or compaction. Keeps the last
-/// block read, so a scan over values written together (one block holds
-/// many small ones) reads each block once.
+/// block read, so values written together (one block holds many small
+/// ones) cost one read of it.
 ///
-/// Reads ahead in each blob file it reads forward: a flush or compaction
-/// writes a blob file in key order, so a scan reads each of its files from
-/// front to back, interleaved with the others (after random overwrites, a
-/// value per file in turn). Read one block at a time, a cold scan waited for
-/// the device at every value (0.78x an inline scan); from the second forward
-/// read of a file on, the next [`READAHEAD_BYTES`] are asked for, half a
-/// window before the reads reach them. A seek elsewhere starts over.
+/// A compaction reads ahead in each blob file it reads forward: a flush or
+/// compaction writes a blob file in key order, so reading references in key
+/// order reads each file front to back, interleaved with the others. From
+/// the second forward read of a file on, the next [`READAHEAD_BYTES`] are
+/// asked for, half a window before the reads reach them, and the file is
+/// read [`SPAN_BYTES`] at once, the next blocks taken from there. A seek
+/// elsewhere starts over.
 ///
-/// Reading forward, it also reads [`SPAN_BYTES`] of the file at once and
-/// takes the next blocks from there: small blocks (4 KiB, so that a point
-/// read decompresses little) then cost a scan no read call each. Blocks
-/// taken from a span are not put in the block cache: a scan would evict
-/// what point reads keep there.
+/// An iterator ([`BlobValues::for_iterator`]) reads no window: a seek and a
+/// few moves fetch a block at a time through the block cache, and a scan
+/// fetches in batches that ask for exactly their blocks
+/// ([`BlobValues::fetch_in_range`], `super::scan_ahead`). Blocks taken from
+/// a span are not put in the block cache: a scan would evict what point
+/// reads keep there.
 #[derive(Debug)]
 pub(crate) struct BlobValues {
     fs: Arc<dyn FileSystem>,
@@ -180,6 +185,14 @@ pub(crate) struct BlobValues {
     files: HashMap<u64, FileRead>,
     /// Counts block reads, to find the file read longest ago.
     tick: u64,
+    /// The stored bytes of the file a batch reads now
+    /// ([`Self::fetch_in_range`]): its references come in (file, offset)
+    /// order, so one span serves them all.
+    batch_span: Span,
+    /// Whether [`Self::fetch`] reads ahead in files read forward; off for
+    /// iterators, whose scans ask for their batches' blocks instead
+    /// (`super::scan_ahead`).
+    windows: bool,
 }
 
 /// Where a scan is in one blob file.
@@ -208,6 +221,23 @@ impl BlobValues {
             last: None,
             files: HashMap::new(),
             tick: 0,
+            batch_span: Span::default(),
+            windows: true,
+        }
+    }
+
+    /// The same, for an iterator: [`Self::fetch`] reads one block at a time
+    /// (through the cache), and only batches read ahead
+    /// ([`Self::fetch_in_range`]), so that a seek and a few moves read no
+    /// more than they use.
+    pub(crate) fn for_iterator(
+        fs: Arc<dyn FileSystem>,
+        dir: &Arc<Path>,
+        cache: Option<Arc<BlockCache>>,
+    ) -> BlobValues {
+        BlobValues {
+            windows: false,
+            ..BlobValues::new(fs, dir, cache)
         }
     }
 
@@ -233,26 +263,89 @@ impl BlobValues {
         r: &BlobRef,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let cached = self.last.as_ref().is_some_and(|(reader, block)| {
-            reader.file_number() == r.file_number
-                && block.offset == r.block_offset
-                && block.stored_len() == r.block_size
-        });
-        if !cached {
+        if !self.holds(r) {
             let reader = self.source().reader(version, r.file_number)?;
             let cached_block = self.source().cached_block(r);
-            let file = self.file_read(r.file_number);
-            let forward = file.read_ahead(&reader, r);
-            let block = match cached_block {
-                Some(b) => b,
-                None if forward => Arc::new(file.block_from_span(&reader, r)?),
-                None => self.source().read_block(&reader, r)?,
+            let block = if self.windows {
+                let file = self.file_read(r.file_number);
+                let forward = file.read_ahead(&reader, r);
+                match cached_block {
+                    Some(b) => b,
+                    None if forward => Arc::new(file.block_from_span(&reader, r)?),
+                    None => self.source().read_block(&reader, r)?,
+                }
+            } else {
+                match cached_block {
+                    Some(b) => b,
+                    None => self.source().read_block(&reader, r)?,
+                }
             };
             self.last = Some((reader, block));
         }
-        let (reader, block) = self.last.as_ref().expect("read above");
+        self.value_from_last(key, r, out)
+    }
+
+    /// Whether the block `r` points into is the last one read.
+    fn holds(&self, r: &BlobRef) -> bool {
+        self.last.as_ref().is_some_and(|(reader, block)| {
+            reader.file_number() == r.file_number
+                && block.offset == r.block_offset
+                && block.stored_len() == r.block_size
+        })
+    }
+
+    /// Appends the value `r` points at in the last block read to `out`.
+    fn value_from_last(&self, key: &[u8], r: &BlobRef, out: &mut Vec<u8>) -> Result<()> {
+        let (reader, block) = self.last.as_ref().expect("a block was read");
         out.extend_from_slice(reader.value_in(block, r, key)?);
         Ok(())
+    }
+
+    /// Asks the OS for `len` bytes at `offset` of blob file `number` of
+    /// `version`, in the background: the blocks of a scan's next batch.
+    pub(crate) fn read_ahead(
+        &self,
+        version: &Version,
+        number: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let reader = self.source().reader(version, number)?;
+        // Nothing past the blocks: a window may reach beyond them.
+        let end = offset.saturating_add(len).min(reader.footer().data_end);
+        if end > offset {
+            reader.read_ahead(offset, end - offset);
+        }
+        Ok(())
+    }
+
+    /// [`Self::fetch`] for a batch of references taken in (file, offset)
+    /// order whose blocks were asked for ahead: no window is asked for, and
+    /// a block neither cached nor in its file's span is read together with
+    /// the batch's next blocks of that file, up to `range_end` (at most
+    /// [`RANGE_SPAN_MAX`]), in one read.
+    pub(crate) fn fetch_in_range(
+        &mut self,
+        version: &Version,
+        key: &[u8],
+        r: &BlobRef,
+        range_end: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if !self.holds(r) {
+            let reader = self.source().reader(version, r.file_number)?;
+            let block = match self.source().cached_block(r) {
+                Some(b) => b,
+                None => Arc::new(block_from_range(
+                    &mut self.batch_span,
+                    &reader,
+                    r,
+                    range_end,
+                )?),
+            };
+            self.last = Some((reader, block));
+        }
+        self.value_from_last(key, r, out)
     }
 
     /// The read state of file `number`, made (forgetting the file read
@@ -313,4 +406,26 @@ impl FileRead {
             .block_in_span(&self.span, offset, size)
             .unwrap_or_else(|| reader.read_block(offset, size))
     }
+}
+
+/// The block `r` points into, from `span`, which is read anew from the
+/// block to `range_end` (at least the block, at most [`RANGE_SPAN_MAX`])
+/// when it does not hold it.
+fn block_from_range(
+    span: &mut Span,
+    reader: &BlobFileReader,
+    r: &BlobRef,
+    range_end: u64,
+) -> Result<BlobBlock> {
+    let (offset, size) = (r.block_offset, r.block_size);
+    if let Some(b) = reader.block_in_span(span, offset, size) {
+        return b;
+    }
+    let len = range_end
+        .saturating_sub(offset)
+        .clamp(u64::from(size), RANGE_SPAN_MAX.max(u64::from(size)));
+    reader.read_span(offset, len, span)?;
+    reader
+        .block_in_span(span, offset, size)
+        .unwrap_or_else(|| reader.read_block(offset, size))
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::blob::BlobValues;
 use super::cf::ColumnFamily;
 use super::options::ReadOptions;
+use super::scan_ahead::ScanAhead;
 use super::Db;
 use crate::error::{Error, Result};
 use crate::iter::{
@@ -148,7 +149,11 @@ impl InternalIterator for StateMemtableIter {
 /// A cursor over the live keys of one column family, in order, both ways.
 /// Not positioned until a seek. Every move returns `Result`: a corrupt block
 /// is `Error::Corruption` naming the file, and the iterator is then not
-/// valid.
+/// valid until the next seek.
+///
+/// A scan that keeps moving forward over separated values fetches them
+/// ahead, in batches read in (file, offset) order, never past its upper
+/// bound (`docs/lsm.md`, "Scans over separated values").
 pub struct DbIterator {
     // Declared first: dropped before the state that owns what it reads.
     // Its sources borrow from `state` (memtables, levels, L0's kept
@@ -161,6 +166,11 @@ pub struct DbIterator {
     opener: Arc<TableOpener>,
     /// The current separated value, fetched when the cursor reached it.
     blob_value: Vec<u8>,
+    /// A forward scan's entries and values taken ahead of the cursor; while
+    /// it is active, the cursor is its current entry, not `inner`'s.
+    ahead: ScanAhead,
+    /// A move failed: not valid until the next seek.
+    failed: bool,
     /// `ReadOptions::key_only`: separated values are not fetched.
     key_only: bool,
     state: Arc<ReadState>,
@@ -183,18 +193,28 @@ impl DbIterator {
 
     /// True when positioned at a key.
     pub fn valid(&self) -> bool {
-        self.inner.valid()
+        self.ahead.active() || (!self.failed && self.inner.valid())
     }
 
     /// The current key; empty when not valid.
     pub fn key(&self) -> &[u8] {
-        self.inner.key()
+        if self.ahead.active() {
+            self.ahead.key()
+        } else if self.failed {
+            &[]
+        } else {
+            self.inner.key()
+        }
     }
 
     /// The current value (a separated one read from its blob file); empty
     /// when not valid.
     pub fn value(&self) -> &[u8] {
-        if self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
+        if self.ahead.active() {
+            self.ahead.value()
+        } else if self.failed {
+            &[]
+        } else if self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
             &self.blob_value
         } else {
             self.inner.value()
@@ -204,31 +224,31 @@ impl DbIterator {
     /// Whether the value is stored inline (`Put`) or separated into a blob
     /// file (`BlobIndex`); [`Self::value`] is the value either way.
     pub fn kind(&self) -> ValueKind {
-        self.inner.kind()
+        if self.ahead.active() {
+            self.ahead.kind()
+        } else {
+            self.inner.kind()
+        }
     }
 
     /// Positions at the first key (within the bounds).
     pub fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek_to_first()?;
-        self.load_value()
+        self.reposition(|it| it.seek_to_first())
     }
 
     /// Positions at the last key (within the bounds).
     pub fn seek_to_last(&mut self) -> Result<()> {
-        self.inner.seek_to_last()?;
-        self.load_value()
+        self.reposition(|it| it.seek_to_last())
     }
 
     /// Positions at the first key at or after `key`.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
-        self.inner.seek(key)?;
-        self.load_value()
+        self.reposition(|it| it.seek(key))
     }
 
     /// Positions at the last key at or before `key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
-        self.inner.seek_for_prev(key)?;
-        self.load_value()
+        self.reposition(|it| it.seek_for_prev(key))
     }
 
     /// Moves to the next key; does nothing when not valid.
@@ -237,14 +257,89 @@ impl DbIterator {
         reason = "a cursor that moves both ways and can fail"
     )]
     pub fn next(&mut self) -> Result<()> {
-        self.inner.next()?;
-        self.load_value()
+        if !self.valid() {
+            return Ok(());
+        }
+        let moved = self.step_forward();
+        self.mark(moved)
     }
 
     /// Moves to the previous key; does nothing when not valid.
     pub fn prev(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        let moved = self.step_backward();
+        self.mark(moved)
+    }
+
+    /// A seek: whatever was taken ahead is dropped, and the scan's run
+    /// starts over.
+    fn reposition(
+        &mut self,
+        seek: impl FnOnce(&mut SnapshotIterator<MergingIterator<Source>>) -> Result<()>,
+    ) -> Result<()> {
+        self.ahead.reset();
+        self.failed = false;
+        let moved = seek(&mut self.inner).and_then(|()| self.arrive_forward());
+        self.mark(moved)
+    }
+
+    /// Remembers a failed move: the iterator is then not valid.
+    fn mark(&mut self, moved: Result<()>) -> Result<()> {
+        if moved.is_err() {
+            self.ahead.reset();
+            self.failed = true;
+        }
+        moved
+    }
+
+    fn step_forward(&mut self) -> Result<()> {
+        if self.ahead.active() {
+            let blobs = self.blobs.as_mut().expect("made before fetching ahead");
+            if self
+                .ahead
+                .next(&mut self.inner, blobs, &self.state.version)?
+            {
+                return Ok(());
+            }
+            // The inner iterator already stands at the next entry.
+        } else {
+            self.inner.next()?;
+        }
+        self.arrive_forward()
+    }
+
+    fn step_backward(&mut self) -> Result<()> {
+        if self.ahead.active() {
+            // The inner iterator is ahead of the cursor: bring it back to
+            // the current key (visible at this fixed sequence number, so the
+            // seek lands on it) before stepping back.
+            let key = self.ahead.key().to_vec();
+            self.ahead.reset();
+            self.inner.seek(&key)?;
+            debug_assert!(self.inner.valid() && self.inner.key() == key);
+        }
+        self.ahead.reset();
         self.inner.prev()?;
         self.load_value()
+    }
+
+    /// The cursor reached the inner iterator's entry going forward: fetches
+    /// its value, or starts fetching ahead once a scan is under way.
+    fn arrive_forward(&mut self) -> Result<()> {
+        let separated =
+            !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex;
+        if !self.ahead.arrived(separated) {
+            return self.load_value();
+        }
+        self.blob_value.clear();
+        let files = &self.opener.files;
+        let blobs = self.blobs.get_or_insert_with(|| {
+            BlobValues::for_iterator(files.fs.clone(), &files.dir, files.cache.clone())
+        });
+        self.ahead
+            .start(&mut self.inner, blobs, &self.state.version)
     }
 
     /// Reads the current value from its blob file when it is separated.
@@ -253,7 +348,7 @@ impl DbIterator {
         if !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
             let files = &self.opener.files;
             let blobs = self.blobs.get_or_insert_with(|| {
-                BlobValues::new(files.fs.clone(), &files.dir, files.cache.clone())
+                BlobValues::for_iterator(files.fs.clone(), &files.dir, files.cache.clone())
             });
             let r = blobs.decode_ref(self.inner.key(), self.inner.value())?;
             blobs.fetch(
@@ -367,6 +462,8 @@ impl Db {
             blobs: None,
             opener,
             blob_value: Vec::new(),
+            ahead: ScanAhead::default(),
+            failed: false,
             key_only: options.key_only,
             state: rs,
             _snapshot: options.snapshot.clone(),

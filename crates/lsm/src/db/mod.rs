@@ -42,6 +42,8 @@ mod options;
 mod read;
 mod recovery;
 mod resume;
+mod scan_ahead;
+mod scan_asks;
 mod snapshot;
 mod stats;
 mod table_cache;

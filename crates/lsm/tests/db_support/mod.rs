@@ -9,7 +9,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use strata_fs::{FileSystem, MemFs};
-use strata_lsm::{ColumnFamily, Db, DbIterator, Hooks, Options, ReadOptions};
+use strata_lsm::{
+    ColumnFamily, Db, DbIterator, Hooks, Options, ReadOptions, WriteBatch, WriteOptions,
+};
 
 pub const DIR: &str = "/db";
 
@@ -201,5 +203,38 @@ pub fn check_acked(db: &Db, keys: &[u32], value_bytes: usize, what: &str) {
             Some(value(u64::from(i), value_bytes)),
             "{what}: acknowledged key {i}"
         );
+    }
+}
+
+/// Key `i` of the 400-byte-value tests, six digits wide.
+pub fn wide_key(i: u32) -> Vec<u8> {
+    format!("k{i:06}").into_bytes()
+}
+
+/// Writes keys `keys` with 400-byte values of `round`, 64 a batch.
+pub fn put_range(db: &Db, keys: std::ops::Range<u32>, round: u64) {
+    let cf = db.default_column_family();
+    let mut b = WriteBatch::new();
+    for i in keys {
+        b.put(
+            cf.id(),
+            &wide_key(i),
+            &value(u64::from(i) + round * 1_000_000, 400),
+        );
+        if b.count() == 64 {
+            db.write(&WriteOptions::default(), &b).unwrap();
+            b.clear();
+        }
+    }
+    db.write(&WriteOptions::default(), &b).unwrap();
+}
+
+/// Asserts that every key of `keys` holds its value of `round`.
+pub fn check_range(db: &Db, keys: std::ops::Range<u32>, round: u64) {
+    let cf = db.default_column_family();
+    for i in keys {
+        let got = db.get(&ReadOptions::default(), &cf, &wide_key(i)).unwrap();
+        let want = value(u64::from(i) + round * 1_000_000, 400);
+        assert!(got == Some(want), "key {i} of round {round}");
     }
 }
