@@ -237,8 +237,14 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     fn get(&self, key: &[u8]) -> Result<Option<usize>, EngineError>;
 
     /// Seeks to the first key at or after `start` and reads up to `count`
-    /// entries from there.
-    fn scan(&self, start: &[u8], count: u64) -> Result<ScanOutcome, EngineError>;
+    /// entries from there, before `end` (the iterator's upper bound, given
+    /// to the engine so that it may read ahead no further) when given.
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        count: u64,
+    ) -> Result<ScanOutcome, EngineError>;
 
     /// Flushes every memtable to files and returns once the flushes are
     /// done; compactions may still run ([`settle`] waits for them).

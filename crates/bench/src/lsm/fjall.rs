@@ -18,6 +18,7 @@
 //!   acknowledged writes die with the process, and most writes make no
 //!   system call at all.
 
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -142,9 +143,18 @@ impl KvEngine for FjallKv {
         Ok(self.keyspace.get(key).map_err(err("get"))?.map(|v| v.len()))
     }
 
-    fn scan(&self, start: &[u8], count: u64) -> Result<ScanOutcome, EngineError> {
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        count: u64,
+    ) -> Result<ScanOutcome, EngineError> {
         let mut out = ScanOutcome::default();
-        for guard in self.keyspace.range(start..) {
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+        for guard in self
+            .keyspace
+            .range::<&[u8], _>((Bound::Included(start), upper))
+        {
             if out.entries >= count {
                 break;
             }

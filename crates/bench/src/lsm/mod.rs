@@ -310,8 +310,11 @@ fn run_engine(
                 latency_us_p999: latency(0.999),
                 latency_us_max: latency(1.0),
                 hit_ratio: reads.then(|| m.found as f64 / m.ops.max(1) as f64),
-                entries_per_seek: (w == Workload::Seekrandom)
-                    .then(|| m.found as f64 / m.ops.max(1) as f64),
+                entries_per_seek: matches!(
+                    w,
+                    Workload::Seekrandom | Workload::Seekrange | Workload::SeekrangeCold
+                )
+                .then(|| m.found as f64 / m.ops.max(1) as f64),
                 background_writes_per_sec: (w == Workload::Readwhilewriting)
                     .then(|| m.background_writes as f64 / secs),
                 device_write_bytes: used.write_bytes,

@@ -131,8 +131,17 @@ impl KvEngine for RocksKv {
             .map(|v| v.len()))
     }
 
-    fn scan(&self, start: &[u8], count: u64) -> Result<ScanOutcome, EngineError> {
-        let mut it = self.db.raw_iterator();
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        count: u64,
+    ) -> Result<ScanOutcome, EngineError> {
+        let mut read = rocksdb::ReadOptions::default();
+        if let Some(end) = end {
+            read.set_iterate_upper_bound(end.to_vec());
+        }
+        let mut it = self.db.raw_iterator_opt(read);
         it.seek(start);
         let mut out = ScanOutcome::default();
         while out.entries < count {

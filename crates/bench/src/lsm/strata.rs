@@ -157,11 +157,17 @@ impl KvEngine for StrataKv {
         Ok(value.map(|v| v.len()))
     }
 
-    fn scan(&self, start: &[u8], count: u64) -> Result<ScanOutcome, EngineError> {
-        let mut it = self
-            .db
-            .iter(&ReadOptions::default(), &self.cf)
-            .map_err(err("iter"))?;
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        count: u64,
+    ) -> Result<ScanOutcome, EngineError> {
+        let read = ReadOptions {
+            upper_bound: end.map(<[u8]>::to_vec),
+            ..ReadOptions::default()
+        };
+        let mut it = self.db.iter(&read, &self.cf).map_err(err("iter"))?;
         it.seek(start).map_err(err("seek"))?;
         let mut out = ScanOutcome::default();
         while it.valid() && out.entries < count {

@@ -54,6 +54,12 @@ pub enum Workload {
     /// `scan` after a close, a dropped page cache and a reopen: a scan from
     /// the device (skipped with a note where the cache cannot be dropped).
     ScanCold,
+    /// Seeks to a random key and reads the keys before the one
+    /// `--scan-length` keys on, set as the iterator's upper bound (a
+    /// region's range scan, as a Raft store runs them).
+    Seekrange,
+    /// `seekrange` after a close, a dropped page cache and a reopen.
+    SeekrangeCold,
 }
 
 impl Workload {
@@ -71,6 +77,8 @@ impl Workload {
             Workload::Deleterandom => "deleterandom",
             Workload::Scan => "scan",
             Workload::ScanCold => "scan-cold",
+            Workload::Seekrange => "seekrange",
+            Workload::SeekrangeCold => "seekrange-cold",
         }
     }
 
@@ -90,7 +98,10 @@ impl Workload {
     /// Whether the workload starts from a closed engine and a dropped page
     /// cache.
     pub fn cold(self) -> bool {
-        matches!(self, Workload::ReadrandomCold | Workload::ScanCold)
+        matches!(
+            self,
+            Workload::ReadrandomCold | Workload::ScanCold | Workload::SeekrangeCold
+        )
     }
 
     /// Whether the workload fills the key space.
@@ -242,12 +253,23 @@ pub fn run(
             })
         }
         Workload::Seekrandom => drive(w, plan, reads, 1, &|_pos, _n, rng| {
-            let out = engine.scan(&s.key(rng.next() % keys), plan.scan_length)?;
+            let out = engine.scan(&s.key(rng.next() % keys), None, plan.scan_length)?;
             Ok(Step {
                 bytes: out.bytes,
                 found: out.entries,
             })
         }),
+        Workload::Seekrange | Workload::SeekrangeCold => {
+            drive(w, plan, reads, 1, &|_pos, _n, rng| {
+                let first = rng.next() % keys;
+                let end = s.key(first.saturating_add(plan.scan_length));
+                let out = engine.scan(&s.key(first), Some(&end), u64::MAX)?;
+                Ok(Step {
+                    bytes: out.bytes,
+                    found: out.entries,
+                })
+            })
+        }
         Workload::Readwhilewriting => {
             let stop = AtomicBool::new(false);
             let written = AtomicU64::new(0);
@@ -289,7 +311,7 @@ pub fn run(
         }
         Workload::Scan | Workload::ScanCold => {
             let start = Instant::now();
-            let out = engine.scan(&[], u64::MAX)?;
+            let out = engine.scan(&[], None, u64::MAX)?;
             Ok(Measured {
                 ops: out.entries,
                 user_bytes: out.bytes,
