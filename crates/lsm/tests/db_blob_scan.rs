@@ -14,7 +14,8 @@ use std::sync::Arc;
 use db_support::*;
 use proptest::prelude::*;
 use strata_fs::{FaultFs, FileSystem, MemFs, Op};
-use strata_lsm::{Db, DbIterator, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_lsm::blob::BlobRef;
+use strata_lsm::{Db, DbIterator, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 
 fn separated_options() -> Options {
     let mut o = small_options();
@@ -236,6 +237,52 @@ fn a_failed_read_ahead_of_the_cursor_stops_the_scan_until_a_seek() {
     }
     let want: Vec<(Vec<u8>, Vec<u8>)> = (0..2000).map(|i| (wide_key(i), round_one(i))).collect();
     assert!(got == want, "the scan resumed by a seek differs");
+}
+
+/// A value that cannot be read fails the move onto its key, not an earlier
+/// one, though a batch read it ahead: a scan yields every entry before it,
+/// as a cursor fetching one value at a time would, and a seek past it goes
+/// on.
+#[test]
+fn a_value_that_cannot_be_read_fails_the_move_onto_its_key_only() {
+    let (_, _, db, _) = one_blob_file();
+    let cf = db.default_column_family();
+    let missing = BlobRef {
+        file_number: 999_999,
+        block_offset: 4096,
+        block_size: 2048,
+        record_offset: 0,
+        value_len: 400,
+    };
+    let mut reference = Vec::new();
+    missing.encode_into(&mut reference);
+    let mut b = WriteBatch::new();
+    b.put_blob_index(cf.id(), &wide_key(1500), &reference);
+    db.write(&WriteOptions::default(), &b).unwrap();
+    let mut it = db.iter(&ReadOptions::default(), &cf).unwrap();
+    it.seek_to_first().unwrap();
+    let mut served = 0;
+    let failure = loop {
+        assert!(it.valid());
+        assert_eq!(it.key(), wide_key(served));
+        assert_eq!(it.value(), round_one(served));
+        served += 1;
+        if let Err(e) = it.next() {
+            break e;
+        }
+    };
+    assert_eq!(served, 1500, "the scan failed before the damaged key");
+    assert!(matches!(failure, Error::Corruption { .. }), "{failure}");
+    assert!(!it.valid());
+    it.seek(&wide_key(1501)).unwrap();
+    let mut rest = 1501;
+    while it.valid() {
+        assert_eq!(it.key(), wide_key(rest));
+        assert_eq!(it.value(), round_one(rest));
+        rest += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(rest, 2000);
 }
 
 /// A cursor's move: a run of `next`s or `prev`s, or a seek.

@@ -302,21 +302,18 @@ impl BlobValues {
     }
 
     /// Asks the OS for `len` bytes at `offset` of blob file `number` of
-    /// `version`, in the background: the blocks of a scan's next batch.
-    pub(crate) fn read_ahead(
-        &self,
-        version: &Version,
-        number: u64,
-        offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        let reader = self.source().reader(version, number)?;
+    /// `version`, in the background: the blocks of a scan's next batch. A
+    /// hint: a file that cannot be opened is reported by the read of a
+    /// value in it, if one comes.
+    pub(crate) fn read_ahead(&self, version: &Version, number: u64, offset: u64, len: u64) {
+        let Ok(reader) = self.source().reader(version, number) else {
+            return;
+        };
         // Nothing past the blocks: a window may reach beyond them.
         let end = offset.saturating_add(len).min(reader.footer().data_end);
         if end > offset {
             reader.read_ahead(offset, end - offset);
         }
-        Ok(())
     }
 
     /// [`Self::fetch`] for a batch of references taken in (file, offset)

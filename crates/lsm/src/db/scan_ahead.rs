@@ -21,13 +21,20 @@
 //!   `values` (one batch); `[fetched, len)` wait, holding a key and a
 //!   reference (or an inline value); `asked` is their weight.
 //! - The inner iterator is positioned at the first entry after `len - 1`
-//!   (or not valid): the entries are copies, taken at the iterator's fixed
-//!   sequence number, so they stay what a cursor would see.
+//!   (or not valid, or failed: `tail_error`): the entries are copies, taken
+//!   at the iterator's fixed sequence number, so they stay what a cursor
+//!   would see.
+//! - An error belongs to the entry it was met at (a reference that does not
+//!   decode, a value that does not read) or to the end of the taken entries
+//!   (the inner iterator failed while taking): it is returned by the move
+//!   that reaches it, never earlier, so a scan yields every entry before a
+//!   damaged one, as a cursor fetching one value at a time would. Asking
+//!   the OS for blocks is a hint: its failures are ignored.
 
 use super::blob::BlobValues;
 use super::scan_asks::Asks;
 use crate::blob::BlobRef;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, SnapshotIterator};
 use crate::key::ValueKind;
 use crate::version::Version;
@@ -86,6 +93,8 @@ struct Entry {
     /// separated value whose block the entry before did not share (what
     /// is asked for), its bytes for an inline one (what is held).
     weight: u64,
+    /// Why its value could not be had: returned when the cursor gets here.
+    error: Option<Error>,
 }
 
 /// A forward scan's entries taken ahead of its cursor (see the module).
@@ -116,6 +125,9 @@ pub(super) struct ScanAhead {
     /// The last take held no separated value: serve what is taken, then
     /// let the cursor move on its own again.
     draining: bool,
+    /// The inner iterator failed while taking: returned once every entry
+    /// taken before it is served.
+    tail_error: Option<Error>,
 }
 
 impl Default for ScanAhead {
@@ -135,6 +147,7 @@ impl Default for ScanAhead {
             ended: false,
             steps: 0,
             draining: false,
+            tail_error: None,
         }
     }
 }
@@ -184,6 +197,7 @@ impl ScanAhead {
     fn stop(&mut self) {
         self.active = false;
         self.draining = false;
+        self.tail_error = None;
         self.pos = 0;
         self.fetched = 0;
         self.len = 0;
@@ -213,9 +227,14 @@ impl ScanAhead {
         version: &Version,
     ) -> Result<()> {
         self.stop();
-        self.take(inner, blobs, version)?;
+        self.take(inner, blobs, version);
+        if self.len == 0 {
+            // Only when the inner iterator was not valid: the caller checks.
+            return self.tail_error.take().map_or(Ok(()), Err);
+        }
         self.active = true;
-        self.fetch_batch(inner, blobs, version)
+        self.fetch_batch(inner, blobs, version);
+        self.arrive()
     }
 
     /// Moves the cursor to the next entry taken; false when none is left
@@ -229,18 +248,28 @@ impl ScanAhead {
     ) -> Result<bool> {
         debug_assert!(self.active);
         self.pos += 1;
-        if self.pos < self.fetched {
-            return Ok(true);
-        }
         if self.pos == self.len {
+            if let Some(e) = self.tail_error.take() {
+                return Err(e);
+            }
             if self.draining {
                 self.steps = 0;
             }
             self.stop();
             return Ok(false);
         }
-        self.fetch_batch(inner, blobs, version)?;
-        Ok(true)
+        if self.pos == self.fetched {
+            self.fetch_batch(inner, blobs, version);
+        }
+        self.arrive().map(|()| true)
+    }
+
+    /// The error of the entry the cursor just reached, if it has one.
+    fn arrive(&mut self) -> Result<()> {
+        match self.entries[self.pos].error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Fetches the next batch of taken entries' values in (file, offset)
@@ -251,7 +280,7 @@ impl ScanAhead {
         inner: &mut SnapshotIterator<I>,
         blobs: &mut BlobValues,
         version: &Version,
-    ) -> Result<()> {
+    ) {
         let from = self.fetched;
         let mut to = from;
         let mut bytes = 0u64;
@@ -283,7 +312,7 @@ impl ScanAhead {
             }
             let need = block_end(&self.reference(last));
             self.asks
-                .before_read(file, need, block_bytes, self.ended, &mut ask)?;
+                .before_read(file, need, block_bytes, self.ended, &mut ask);
             i = last + 1;
         }
         self.values.clear();
@@ -291,15 +320,20 @@ impl ScanAhead {
             let e = &mut self.entries[i as usize];
             let r = e.reference.expect("planned entries are separated");
             let at = self.values.len();
-            blobs.fetch_in_range(version, &e.key, &r, e.range_end, &mut self.values)?;
-            e.fetched = (at, self.values.len() - at);
+            match blobs.fetch_in_range(version, &e.key, &r, e.range_end, &mut self.values) {
+                Ok(()) => e.fetched = (at, self.values.len() - at),
+                Err(err) => {
+                    self.values.truncate(at);
+                    e.fetched = (at, 0);
+                    e.error = Some(err);
+                }
+            }
         }
         self.fetched = to;
         self.horizon = (self.horizon * 2).min(MAX_HORIZON_BYTES);
-        if !self.draining && self.asked < self.horizon {
-            self.take(inner, blobs, version)?;
+        if !self.draining && self.tail_error.is_none() && self.asked < self.horizon {
+            self.take(inner, blobs, version);
         }
-        Ok(())
     }
 
     /// Takes entries from the inner iterator into the slots after `len`
@@ -309,7 +343,7 @@ impl ScanAhead {
         inner: &mut SnapshotIterator<I>,
         blobs: &mut BlobValues,
         version: &Version,
-    ) -> Result<()> {
+    ) {
         // The served slots go to the back, to be reused; only once they are
         // as many as the waiting ones, so that each slot moves a bounded
         // number of times (moving every waiting entry at every batch cost
@@ -338,6 +372,7 @@ impl ScanAhead {
                     range_end: 0,
                     fetched: (0, 0),
                     weight: 0,
+                    error: None,
                 });
             }
             let e = &mut self.entries[self.len];
@@ -346,35 +381,43 @@ impl ScanAhead {
             e.kind = inner.kind();
             e.inline.clear();
             e.reference = None;
+            e.error = None;
+            e.weight = 0;
             if e.kind == ValueKind::BlobIndex {
-                let r = blobs.decode_ref(&e.key, inner.value())?;
-                let block = (r.file_number, r.block_offset);
-                e.weight = match last_block.replace(block) {
-                    Some(b) if b == block => 0,
-                    _ => u64::from(r.block_size),
-                };
-                e.reference = Some(r);
-                separated = true;
+                match blobs.decode_ref(&e.key, inner.value()) {
+                    Ok(r) => {
+                        let block = (r.file_number, r.block_offset);
+                        if last_block.replace(block) != Some(block) {
+                            e.weight = u64::from(r.block_size);
+                        }
+                        e.reference = Some(r);
+                        separated = true;
+                    }
+                    Err(err) => e.error = Some(err),
+                }
             } else {
                 e.inline.extend_from_slice(inner.value());
                 e.weight = e.inline.len() as u64;
             }
             self.asked += e.weight;
             self.len += 1;
-            inner.next()?;
+            if let Err(err) = inner.next() {
+                self.tail_error = Some(err);
+                break;
+            }
         }
         let mut ask = |file, from, len| blobs.read_ahead(version, file, from, len);
         for e in &self.entries[start..self.len] {
             if let Some(r) = &e.reference {
                 self.asks
-                    .note(r.file_number, r.block_offset, block_end(r), &mut ask)?;
+                    .note(r.file_number, r.block_offset, block_end(r), &mut ask);
             }
         }
-        if !inner.valid() {
+        if !inner.valid() || self.tail_error.is_some() {
             // Nothing more will be taken: what waits is all there is, asked
             // for now, and no window goes past it.
             self.ended = true;
-            self.asks.flush_all(&mut ask)?;
+            self.asks.flush_all(&mut ask);
         }
         if !separated && (self.len > start || self.ended) {
             // Inline values only (or the end): the scan goes on without
@@ -382,7 +425,6 @@ impl ScanAhead {
             // wait is no reason to stop.
             self.draining = true;
         }
-        Ok(())
     }
 
     /// Lists the separated values of `[from, to)` in (file, offset) order in

@@ -23,8 +23,6 @@
 
 use std::collections::HashMap;
 
-use crate::error::Result;
-
 /// Blocks of one file closer than this are asked for as one extent.
 const ASK_GAP: u64 = 128 << 10;
 
@@ -39,8 +37,10 @@ const FIRST_WINDOW: u64 = 32 << 10;
 /// A file's window, at most.
 const MAX_WINDOW: u64 = 1 << 20;
 
-/// Asks the OS for `len` bytes of a file (by number) at an offset.
-pub(super) type Ask<'a> = dyn FnMut(u64, u64, u64) -> Result<()> + 'a;
+/// Asks the OS for `len` bytes of a file (by number) at an offset: a hint,
+/// whose failure (the file cannot be opened) the read that follows reports
+/// if it matters.
+pub(super) type Ask<'a> = dyn FnMut(u64, u64, u64) + 'a;
 
 /// What a scan asked for and will ask for, per blob file.
 #[derive(Debug, Default)]
@@ -71,16 +71,16 @@ impl Asks {
     /// Notes a taken block of `file` at `from..end`; asks for the waiting
     /// extent once it is [`ASK_MIN`] long, or when the block does not
     /// continue it.
-    pub(super) fn note(&mut self, file: u64, from: u64, end: u64, ask: &mut Ask<'_>) -> Result<()> {
+    pub(super) fn note(&mut self, file: u64, from: u64, end: u64, ask: &mut Ask<'_>) {
         let f = self.files.entry(file).or_default();
         if from < f.asked_from {
             // Behind what was asked for: the file starts over.
-            f.flush(file, ask)?;
+            f.flush(file, ask);
             (f.asked_from, f.asked_to) = (from, from);
             (f.from, f.end) = (from, from);
         }
         if end <= f.asked_to {
-            return Ok(());
+            return;
         }
         let from = from.max(f.asked_to);
         if f.from == f.end {
@@ -88,13 +88,12 @@ impl Asks {
         } else if from <= f.end.saturating_add(ASK_GAP) {
             f.end = f.end.max(end);
         } else {
-            f.flush(file, ask)?;
+            f.flush(file, ask);
             (f.from, f.end) = (from, end);
         }
         if f.end - f.from >= ASK_MIN {
-            f.flush(file, ask)?;
+            f.flush(file, ask);
         }
-        Ok(())
     }
 
     /// `bytes` of blocks of `file`, up to `need`, are about to be read:
@@ -107,46 +106,43 @@ impl Asks {
         bytes: u64,
         ended: bool,
         ask: &mut Ask<'_>,
-    ) -> Result<()> {
+    ) {
         let f = self.files.entry(file).or_default();
         f.read = f.read.saturating_add(bytes);
         if f.from < f.end && f.from < need {
-            f.flush(file, ask)?;
+            f.flush(file, ask);
         }
         let window = f.read.saturating_mul(2).clamp(FIRST_WINDOW, MAX_WINDOW);
         // Asked again once the reads are past half of the window.
         if ended || need.saturating_add(window / 2) <= f.asked_to {
-            return Ok(());
+            return;
         }
         let from = f.asked_to.max(need);
         let to = need.saturating_add(window);
-        ask(file, from, to - from)?;
+        ask(file, from, to - from);
         f.asked_to = to;
         if f.from < to {
             // The waiting extent's start is asked for now.
             f.from = to.min(f.end);
         }
-        Ok(())
     }
 
     /// Asks for every waiting extent.
-    pub(super) fn flush_all(&mut self, ask: &mut Ask<'_>) -> Result<()> {
+    pub(super) fn flush_all(&mut self, ask: &mut Ask<'_>) {
         for (&file, f) in &mut self.files {
-            f.flush(file, ask)?;
+            f.flush(file, ask);
         }
-        Ok(())
     }
 }
 
 impl FileAsks {
     /// Asks for the waiting extent, if any.
-    fn flush(&mut self, file: u64, ask: &mut Ask<'_>) -> Result<()> {
+    fn flush(&mut self, file: u64, ask: &mut Ask<'_>) {
         let from = self.from.max(self.asked_to);
         if from < self.end {
-            ask(file, from, self.end - from)?;
+            ask(file, from, self.end - from);
             self.asked_to = self.end;
         }
         self.from = self.end;
-        Ok(())
     }
 }
