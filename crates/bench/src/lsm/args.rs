@@ -59,6 +59,10 @@ pub struct LsmArgs {
     /// key once) [default: one per key].
     #[arg(long, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
     pub(super) ops: Option<u64>,
+    /// Seeks of seekrandom, seekrange and seekrange-cold, where they should
+    /// differ from `--ops` (a few long range scans after a whole overwrite).
+    #[arg(long, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+    pub(super) seeks: Option<u64>,
     /// Longest time one workload runs, in seconds (it stops early).
     #[arg(long)]
     pub(super) seconds: Option<f64>,
@@ -71,7 +75,8 @@ pub struct LsmArgs {
     /// Write the log (off: fjall, which always journals, is left out).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub(super) wal: OnOff,
-    /// Entries each seek of seekrandom reads.
+    /// Entries each seek of seekrandom reads; keys each range of seekrange
+    /// spans (its upper bound is the key this many keys on).
     #[arg(long, default_value_t = 100, value_parser = RangedU64ValueParser::<u64>::new().range(1..=1_000_000))]
     pub(super) scan_length: u64,
     /// Share of the keys deleterandom deletes (0 to 1).

@@ -81,6 +81,7 @@ pub fn run(args: &LsmArgs) -> Result<(), BenchError> {
         space,
         threads: args.threads,
         ops: args.ops,
+        seeks: args.seeks,
         max_duration: args.seconds.map(std::time::Duration::from_secs_f64),
         batch_keys: args.batch_keys,
         flags: WriteFlags {

@@ -125,6 +125,8 @@ pub struct Plan {
     /// Operations of the workloads that do not fill or delete; `None`:
     /// one per key.
     pub ops: Option<u64>,
+    /// Seeks of the seek workloads; `None`: as `ops`.
+    pub seeks: Option<u64>,
     /// Longest time a workload runs; `None`: until its operations are done.
     pub max_duration: Option<Duration>,
     /// Keys per write batch.
@@ -192,6 +194,7 @@ pub fn run(
             .sum())
     };
     let reads = plan.ops.unwrap_or(keys);
+    let seeks = plan.seeks.unwrap_or(reads);
     let batch = plan.batch_keys as u64;
     match w {
         Workload::Fillseq | Workload::Fillrandom => drive(w, plan, keys, batch, &|pos, n, _rng| {
@@ -252,7 +255,7 @@ pub fn run(
                 })
             })
         }
-        Workload::Seekrandom => drive(w, plan, reads, 1, &|_pos, _n, rng| {
+        Workload::Seekrandom => drive(w, plan, seeks, 1, &|_pos, _n, rng| {
             let out = engine.scan(&s.key(rng.next() % keys), None, plan.scan_length)?;
             Ok(Step {
                 bytes: out.bytes,
@@ -260,7 +263,7 @@ pub fn run(
             })
         }),
         Workload::Seekrange | Workload::SeekrangeCold => {
-            drive(w, plan, reads, 1, &|_pos, _n, rng| {
+            drive(w, plan, seeks, 1, &|_pos, _n, rng| {
                 let first = rng.next() % keys;
                 let end = s.key(first.saturating_add(plan.scan_length));
                 let out = engine.scan(&s.key(first), Some(&end), u64::MAX)?;

@@ -54,14 +54,16 @@ const MAX_BATCH: usize = 1024;
 /// larger): bounds the values an iterator holds.
 const MAX_BATCH_BYTES: u64 = 2 << 20;
 
-/// Stored bytes asked for ahead of the fetched entries when the scan
-/// starts; doubled at each batch up to [`MAX_HORIZON_BYTES`].
+/// The weight (stored blocks, inline values) of the entries taken ahead of
+/// the fetched ones when the scan starts; doubled at each batch up to
+/// [`MAX_HORIZON_BYTES`].
 const FIRST_HORIZON_BYTES: u64 = 32 << 10;
 
-/// Stored bytes asked for ahead, at most: enough requests in flight to keep
-/// the device busy while the values before them are used (a horizon of one
-/// 2 MiB batch left a cold scan at 0.4x one reading 1 MiB ahead in each
-/// file). Entries asked for but not fetched hold a key and a reference.
+/// The weight of the entries taken ahead, at most: enough blocks known
+/// ahead for `super::scan_asks` to ask for them in large requests while the
+/// values before them are used (taking one 2 MiB batch ahead left a cold
+/// scan at 0.4x one reading 1 MiB ahead in each file). An entry taken but
+/// not fetched holds a key and a reference.
 const MAX_HORIZON_BYTES: u64 = 32 << 20;
 
 /// Entries taken ahead, at most (the keys of small values).
