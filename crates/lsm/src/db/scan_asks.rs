@@ -146,3 +146,110 @@ impl FileAsks {
         self.from = self.end;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `from..to` in a file.
+    type Extent = (u64, u64);
+
+    /// A scan of one file's blocks, `(gap before it, size)` each, taken in
+    /// chunks of `take` blocks and read in batches of `batch`, the take
+    /// running `lead` chunks ahead of the reads; returns the blocks and
+    /// every request, in order, and checks at each read that its blocks
+    /// were asked for.
+    fn scan(
+        blocks: &[(u64, u64)],
+        take: usize,
+        batch: usize,
+        lead: usize,
+    ) -> (Vec<Extent>, Vec<Extent>) {
+        let mut at = 4096;
+        let extents: Vec<Extent> = blocks
+            .iter()
+            .map(|&(gap, size)| {
+                at += gap;
+                let e = (at, at + size);
+                at += size;
+                e
+            })
+            .collect();
+        let mut asks = Asks::default();
+        let mut asked: Vec<Extent> = Vec::new();
+        let mut taken = 0;
+        let mut read = 0;
+        while read < extents.len() {
+            while taken < extents.len() && taken < read + lead * take {
+                let end = (taken + take).min(extents.len());
+                for &(from, to) in &extents[taken..end] {
+                    asks.note(7, from, to, &mut |_, o, l| asked.push((o, o + l)));
+                }
+                taken = end;
+                if taken == extents.len() {
+                    asks.flush_all(&mut |_, o, l| asked.push((o, o + l)));
+                }
+            }
+            // A batch reads only taken blocks.
+            let end = (read + batch).min(taken);
+            let bytes = extents[read..end].iter().map(|e| e.1 - e.0).sum();
+            let need = extents[end - 1].1;
+            let ended = taken == extents.len();
+            asks.before_read(7, need, bytes, ended, &mut |_, o, l| asked.push((o, o + l)));
+            for &(from, to) in &extents[read..end] {
+                // Covered by the requests so far: they are in offset order
+                // and do not overlap, so their union is a few intervals.
+                let mut covered = from;
+                for &(a, b) in &asked {
+                    if a <= covered && b > covered {
+                        covered = b;
+                    }
+                }
+                assert!(
+                    covered >= to,
+                    "block {from}..{to} read before it was asked for"
+                );
+            }
+            read = end;
+        }
+        (extents, asked)
+    }
+
+    proptest! {
+        /// Every block is asked for before it is read; no byte is asked for
+        /// twice; requests only move forward; and once the scan's end is
+        /// taken, nothing past its last block is asked for.
+        #[test]
+        fn blocks_are_asked_for_once_before_they_are_read(
+            blocks in prop::collection::vec((0u64..300_000, 1u64..40_000), 1..400),
+            take in 1usize..64,
+            batch in 1usize..64,
+            lead in 1usize..4,
+        ) {
+            let (extents, asked) = scan(&blocks, take, batch, lead);
+            for pair in asked.windows(2) {
+                prop_assert!(pair[0].1 <= pair[1].0, "overlap or backward: {pair:?}");
+            }
+            for &(a, b) in &asked {
+                prop_assert!(a < b, "an empty request");
+            }
+            // Past the last block: at most the window asked before the end
+            // was taken, which is twice what was read then.
+            let last = extents.last().expect("one block at least").1;
+            let total: u64 = extents.iter().map(|e| e.1 - e.0).sum();
+            let past: u64 = asked.iter().map(|&(a, b)| b.max(last) - a.max(last)).sum();
+            prop_assert!(past <= (2 * total).clamp(FIRST_WINDOW, MAX_WINDOW));
+        }
+    }
+
+    /// A scan whose end is taken before it reads asks for its blocks and
+    /// nothing else: no window.
+    #[test]
+    fn a_scan_whose_end_is_taken_asks_for_no_window() {
+        let blocks = vec![(100, 2048); 50];
+        let (extents, asked) = scan(&blocks, 50, 8, 1);
+        let last = extents.last().unwrap().1;
+        assert!(asked.iter().all(|&(_, b)| b <= last), "{asked:?}");
+    }
+}
