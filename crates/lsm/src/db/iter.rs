@@ -180,8 +180,9 @@ pub struct DbIterator {
 impl std::fmt::Debug for DbIterator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DbIterator")
-            .field("valid", &self.inner.valid())
-            .field("seqno", &self.inner_seqno())
+            .field("valid", &self.valid())
+            .field("fetching_ahead", &self.ahead.active())
+            .field("inner_seqno", &self.inner_seqno())
             .finish()
     }
 }
