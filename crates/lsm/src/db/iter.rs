@@ -152,8 +152,10 @@ impl InternalIterator for StateMemtableIter {
 /// valid until the next seek.
 ///
 /// A scan that keeps moving forward over separated values fetches them
-/// ahead, in batches read in (file, offset) order, never past its upper
-/// bound (`docs/lsm.md`, "Scans over separated values").
+/// ahead, in batches read in (file, offset) order, and asks the OS to read
+/// ahead as far as the scan and its upper bound say (`docs/lsm.md`, "Scans
+/// over separated values"); an error met ahead is returned by the move onto
+/// the entry it belongs to.
 pub struct DbIterator {
     // Declared first: dropped before the state that owns what it reads.
     // Its sources borrow from `state` (memtables, levels, L0's kept
