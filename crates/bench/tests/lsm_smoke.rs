@@ -1,13 +1,14 @@
 //! `strata-bench lsm` end to end on a tiny key space: every workload but the
-//! cold read (which drops the machine's page cache) runs on Strata, and the
-//! JSON output carries one median per workload, with write and space
-//! amplification for the workloads that write. A build without fjall
+//! cold ones (which drop the machine's page cache) runs on Strata, with
+//! some values separated into blob files, and the JSON output carries one
+//! median per workload, with write and space amplification for the
+//! workloads that write; a range scan reads the keys before its bound. A build without fjall
 //! refuses to run it, before writing anything, and says how to build it.
 
 use std::process::Command;
 
-const WORKLOADS: &str =
-    "fillseq,overwrite,readrandom,readmissing,seekrandom,readwhilewriting,deleterandom,scan";
+const WORKLOADS: &str = "fillseq,overwrite,readrandom,readmissing,seekrandom,seekrange,\
+     readwhilewriting,deleterandom,scan";
 
 #[test]
 fn every_workload_reports_a_median_on_strata() {
@@ -25,6 +26,12 @@ fn every_workload_reports_a_median_on_strata() {
             "500",
             "--value-bytes",
             "100:300",
+            "--blob-min-size",
+            "200",
+            "--scan-length",
+            "50",
+            "--seeks",
+            "40",
             "--write-buffer",
             "256K",
             "--target-file",
@@ -65,6 +72,15 @@ fn every_workload_reports_a_median_on_strata() {
         .find(|m| m["workload"] == "readmissing")
         .unwrap();
     assert_eq!(missing["hit_ratio"].as_f64(), Some(0.0));
+    // Every key is there before deleterandom: a range reads the 50 keys
+    // before its bound, fewer only where the key space ends first.
+    let range = medians
+        .iter()
+        .find(|m| m["workload"] == "seekrange")
+        .unwrap();
+    assert_eq!(range["ops"].as_u64(), Some(40), "{range}");
+    let per_seek = range["entries_per_seek"].as_f64().unwrap();
+    assert!((40.0..=50.0).contains(&per_seek), "{range}");
 }
 
 #[cfg(not(feature = "peer-fjall"))]
