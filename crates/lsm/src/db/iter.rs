@@ -314,16 +314,15 @@ impl DbIterator {
     }
 
     fn step_backward(&mut self) -> Result<()> {
-        if self.ahead.active() {
-            // The inner iterator is ahead of the cursor: bring it back to
-            // the current key (visible at this fixed sequence number, so the
-            // seek lands on it) before stepping back.
-            let key = self.ahead.key().to_vec();
-            self.ahead.reset();
+        // While fetching ahead, the inner iterator is ahead of the cursor:
+        // it is brought back to the current key (visible at this fixed
+        // sequence number, so the seek lands on it) before stepping back.
+        let back_to = self.ahead.active().then(|| self.ahead.key().to_vec());
+        self.ahead.reset();
+        if let Some(key) = back_to {
             self.inner.seek(&key)?;
             debug_assert!(self.inner.valid() && self.inner.key() == key);
         }
-        self.ahead.reset();
         self.inner.prev()?;
         self.load_value()
     }
@@ -337,10 +336,7 @@ impl DbIterator {
             return self.load_value();
         }
         self.blob_value.clear();
-        let files = &self.opener.files;
-        let blobs = self.blobs.get_or_insert_with(|| {
-            BlobValues::for_iterator(files.fs.clone(), &files.dir, files.cache.clone())
-        });
+        let blobs = blob_values(&mut self.blobs, &self.opener.files);
         self.ahead
             .start(&mut self.inner, blobs, &self.state.version)
     }
@@ -349,10 +345,7 @@ impl DbIterator {
     fn load_value(&mut self) -> Result<()> {
         self.blob_value.clear();
         if !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
-            let files = &self.opener.files;
-            let blobs = self.blobs.get_or_insert_with(|| {
-                BlobValues::for_iterator(files.fs.clone(), &files.dir, files.cache.clone())
-            });
+            let blobs = blob_values(&mut self.blobs, &self.opener.files);
             let r = blobs.decode_ref(self.inner.key(), self.inner.value())?;
             blobs.fetch(
                 &self.state.version,
@@ -472,6 +465,17 @@ impl Db {
             _snapshot: options.snapshot.clone(),
         })
     }
+}
+
+/// The iterator's blob reader, made at its first separated value, so that
+/// an iterator over inline values never builds it.
+fn blob_values<'a>(
+    slot: &'a mut Option<BlobValues>,
+    files: &super::read::TableAccess,
+) -> &'a mut BlobValues {
+    slot.get_or_insert_with(|| {
+        BlobValues::for_iterator(files.fs.clone(), &files.dir, files.cache.clone())
+    })
 }
 
 /// Opens the SST files of an iterator, within its bounds and prefix.

@@ -296,7 +296,7 @@ impl ScanAhead {
         for e in &self.entries[from..to] {
             self.asked = self.asked.saturating_sub(e.weight);
         }
-        self.plan(from, to, READ_GAP);
+        self.plan(from, to);
         // Each file's blocks of the batch are about to be read: what of
         // them was not asked for yet is, and a window past them.
         let mut ask = |file, from, len| blobs.read_ahead(version, file, from, len);
@@ -431,8 +431,8 @@ impl ScanAhead {
 
     /// Lists the separated values of `[from, to)` in (file, offset) order in
     /// `order`, and gives each the end of its range: the blocks of its file
-    /// that follow with gaps of at most `gap`.
-    fn plan(&mut self, from: usize, to: usize, gap: u64) {
+    /// that follow with gaps of at most [`READ_GAP`].
+    fn plan(&mut self, from: usize, to: usize) {
         self.order.clear();
         self.order.extend(
             (from..to)
@@ -451,7 +451,7 @@ impl ScanAhead {
             let mut j = i + 1;
             while j < self.order.len() {
                 let r = self.reference(j);
-                if r.file_number != file || r.block_offset > end.saturating_add(gap) {
+                if r.file_number != file || r.block_offset > end.saturating_add(READ_GAP) {
                     break;
                 }
                 end = end.max(block_end(&r));

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 const ASK_GAP: u64 = 128 << 10;
 
 /// An extent of taken blocks is asked for once it is this long: requests
-/// of 55 KiB on average left a cold scan of 16 KiB values at 0.65x one
+/// of 55 KiB on average left a cold scan of 16 KiB values at 0.66x one
 /// asking 1 MiB at a time (the device took 3x the time for 0.9x the bytes).
 const ASK_MIN: u64 = 512 << 10;
 
