@@ -3,7 +3,8 @@
 //! leadership to the first writer that queued meanwhile, unless the round was
 //! cheap (no sync): then it serves the next groups itself for a little while,
 //! since waking another thread costs more than an unsynced append (four
-//! unsynced raftlog writers on two cores: see `docs/raftlog.md`).
+//! unsynced raftlog writers on two cores: see `docs/raftlog.md`), yielding
+//! its CPU after each round that was tiny so that the writers it woke run.
 //!
 //! A writer that finds no leader becomes one at once, so a lone writer waits for
 //! nobody. While a leader does its I/O, newcomers accumulate and become the next
@@ -143,6 +144,11 @@ impl<T, R> WriteQueue<T, R> {
             group = taken;
             round = Instant::now();
             self.serve_group(&mut group, None, &serve, &failed);
+            if round.elapsed() < TINY_ROUND {
+                // The writers just woken need a CPU, and this thread would
+                // hold one for rounds that each carry little: let them run.
+                std::thread::yield_now();
+            }
             state = self.state.lock();
         }
         match state.pending.first() {
@@ -169,6 +175,15 @@ const CHEAP_ROUND: Duration = Duration::from_micros(50);
 
 /// How long a leader serves groups after its own.
 const EXTRA_ROUNDS_TIME: Duration = Duration::from_micros(200);
+
+/// An extra round this short is followed by a yield of the leader's CPU.
+/// With more writers than cores, the writers a leader wakes wait for a CPU
+/// while it serves the next rounds; where rounds are this cheap the wait is
+/// most of their latency. Four unsynced writers of 4 KiB batches on two
+/// cores: p99.9 334-360 us against 472-575 without the yield, writes/s
+/// 93-97k against 102-116k. Longer rounds (16 KiB batches and up) keep
+/// the leader: yielding after them cost a third of their writes/s.
+const TINY_ROUND: Duration = Duration::from_micros(10);
 
 impl<T, R> WriteQueue<T, R> {
     /// Takes the queued writers in order up to `budget` of their weight (at
