@@ -325,25 +325,39 @@ pub fn owned_groups(groups: u64, writers: usize, writer: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Returns entry `index` of `group`, `len` bytes long.
+/// Returns entry `index` of `group`, `len` bytes long: its first half
+/// random words, its second one 8-byte motif repeated (about 2:1
+/// compressible).
+///
+/// Written straight into a buffer of its final size, the motif doubled in
+/// place: this runs for every write and competes with the engines for the
+/// CPU (2.7 us of a 16 KiB write's 18 us on the writer thread, built word
+/// by word into a growing vector).
 pub fn entry(group: u64, index: u64, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len);
+    let mut out = vec![0u8; len];
     let mut state = mix(group.wrapping_mul(GOLDEN) ^ mix(index ^ ENTRY_SEED));
     let random = len / 2;
-    while out.len() < random {
+    let (head, tail) = out.split_at_mut(random);
+    let mut words = head.chunks_exact_mut(8);
+    for word in &mut words {
         state = state.wrapping_add(GOLDEN);
-        let word = mix(state).to_le_bytes();
-        let take = (random - out.len()).min(8);
-        out.extend_from_slice(&word[..take]);
+        word.copy_from_slice(&mix(state).to_le_bytes());
     }
-    // The compressible half repeats one 8-byte motif; whole words are copied at
-    // once because this runs for every entry and competes with the engines for CPU.
+    let rest = words.into_remainder();
+    if !rest.is_empty() {
+        state = state.wrapping_add(GOLDEN);
+        let n = rest.len();
+        rest.copy_from_slice(&mix(state).to_le_bytes()[..n]);
+    }
     let motif = mix(state ^ MOTIF_SEED).to_le_bytes();
-    let rest = len - random;
-    for _ in 0..rest / 8 {
-        out.extend_from_slice(&motif);
+    let first = tail.len().min(8);
+    tail[..first].copy_from_slice(&motif[..first]);
+    let mut filled = first;
+    while filled < tail.len() {
+        let n = filled.min(tail.len() - filled);
+        tail.copy_within(..n, filled);
+        filled += n;
     }
-    out.extend_from_slice(&motif[..rest % 8]);
     out
 }
 
@@ -392,6 +406,41 @@ fn mix(mut z: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes every earlier measurement wrote, built word by word.
+    fn entry_as_first_written(group: u64, index: u64, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut state = mix(group.wrapping_mul(GOLDEN) ^ mix(index ^ ENTRY_SEED));
+        let random = len / 2;
+        while out.len() < random {
+            state = state.wrapping_add(GOLDEN);
+            let word = mix(state).to_le_bytes();
+            let take = (random - out.len()).min(8);
+            out.extend_from_slice(&word[..take]);
+        }
+        let motif = mix(state ^ MOTIF_SEED).to_le_bytes();
+        let rest = len - random;
+        for _ in 0..rest / 8 {
+            out.extend_from_slice(&motif);
+        }
+        out.extend_from_slice(&motif[..rest % 8]);
+        out
+    }
+
+    /// Results measured before the faster build stay comparable: the same
+    /// bytes for every length.
+    #[test]
+    fn entries_are_the_bytes_they_always_were() {
+        for len in (0..80).chain([511, 512, 1000, 1024, 4097, 16384, 16385, 65536]) {
+            for (g, i) in [(0, 0), (1, 1), (7, 12_345), (u64::MAX, 3)] {
+                assert_eq!(
+                    entry(g, i, len),
+                    entry_as_first_written(g, i, len),
+                    "len {len}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn entries_are_deterministic_distinct_and_sized() {

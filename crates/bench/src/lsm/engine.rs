@@ -215,6 +215,19 @@ pub enum KvOp {
     Delete(Vec<u8>),
 }
 
+/// The bytes a batch of `ops` takes, with room for each item's framing:
+/// the capacity an adapter gives its engine's batch, so that building it
+/// never regrows (and copies) the values already in it.
+pub fn op_bytes(ops: &[KvOp]) -> usize {
+    const ITEM_FRAMING: usize = 16;
+    ops.iter()
+        .map(|op| match op {
+            KvOp::Put(k, v) => k.len() + v.len() + ITEM_FRAMING,
+            KvOp::Delete(k) => k.len() + ITEM_FRAMING,
+        })
+        .sum()
+}
+
 /// What a seek and its nexts read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScanOutcome {

@@ -110,7 +110,7 @@ impl RocksKv {
 
 impl KvEngine for RocksKv {
     fn write(&self, ops: &[KvOp], flags: WriteFlags) -> Result<(), EngineError> {
-        let mut batch = ::rocksdb::WriteBatch::default();
+        let mut batch = ::rocksdb::WriteBatch::with_capacity_bytes(super::engine::op_bytes(ops));
         for op in ops {
             match op {
                 KvOp::Put(k, v) => batch.put(k, v),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use strata_lsm::{ColumnFamily, Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use super::engine::{KvEngine, KvOp, KvSettings, ScanOutcome, WriteFlags};
+use super::engine::{op_bytes, KvEngine, KvOp, KvSettings, ScanOutcome, WriteFlags};
 use crate::engines::wipe::wipe_dir;
 use crate::engines::EngineError;
 
@@ -134,7 +134,7 @@ impl StrataKv {
 
 impl KvEngine for StrataKv {
     fn write(&self, ops: &[KvOp], flags: WriteFlags) -> Result<(), EngineError> {
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(op_bytes(ops));
         for op in ops {
             match op {
                 KvOp::Put(k, v) => batch.put(self.cf.id(), k, v),
