@@ -15,7 +15,9 @@ use db_support::*;
 use proptest::prelude::*;
 use strata_fs::{FaultFs, FileSystem, MemFs, Op};
 use strata_lsm::blob::BlobRef;
-use strata_lsm::{Db, DbIterator, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_lsm::{
+    Db, DbIterator, Error, Options, ReadOptions, ValueKind, WriteBatch, WriteOptions,
+};
 
 fn separated_options() -> Options {
     let mut o = small_options();
@@ -288,6 +290,82 @@ fn a_value_that_cannot_be_read_fails_the_move_onto_its_key_only() {
     assert_eq!(rest, 2000);
 }
 
+/// With `lazy_values`, moves read no blob file: over a blob file with a
+/// damaged block, a scan passes every key with its separated value unread
+/// (empty), `prepare_value` reads any other value, and only the damaged
+/// keys' fail (not valid until the next seek), where a scan without it
+/// stops at the damage.
+#[test]
+fn lazy_values_are_read_only_when_prepared() {
+    let (mem, fs, db, file_bytes) = one_blob_file();
+    let cf = db.default_column_family();
+    let blob: Vec<String> = mem
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".blob"))
+        .collect();
+    assert_eq!(blob.len(), 1);
+    fs.flip_bit_on_read(&Path::new(DIR).join(&blob[0]), file_bytes / 2, 5);
+
+    let mut eager = db.iter(&ReadOptions::default(), &cf).unwrap();
+    let mut moved = eager.seek_to_first();
+    while moved.is_ok() && eager.valid() {
+        moved = eager.next();
+    }
+    assert!(
+        moved.is_err(),
+        "the damage is met by a scan that reads values"
+    );
+
+    let lazy = ReadOptions {
+        lazy_values: true,
+        ..ReadOptions::default()
+    };
+    let mut it = db.iter(&lazy, &cf).unwrap();
+    it.seek_to_first().unwrap();
+    let mut passed = 0;
+    while it.valid() {
+        assert_eq!(it.key(), wide_key(passed));
+        assert!(it.value().is_empty(), "key {passed}: read by a move");
+        passed += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(passed, 2000);
+
+    let mut damaged = Vec::new();
+    let mut i = 0;
+    while i < 2000 {
+        it.seek(&wide_key(i)).unwrap();
+        match it.prepare_value() {
+            Ok(()) => {
+                assert_eq!(it.value(), round_one(i));
+                // Prepared once: again is a no-op, and a step back and
+                // forth leaves the value unread again.
+                it.prepare_value().unwrap();
+                assert_eq!(it.value(), round_one(i));
+                if i > 0 {
+                    it.prev().unwrap();
+                    assert!(it.value().is_empty());
+                    it.next().unwrap();
+                    assert!(it.value().is_empty());
+                }
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Corruption { .. }), "{e}");
+                assert!(!it.valid(), "valid after a failed read");
+                damaged.push(i);
+            }
+        }
+        i += 7;
+    }
+    assert!(!damaged.is_empty(), "the damaged block was never asked for");
+    assert!(
+        damaged.len() <= 2,
+        "{damaged:?}: more than one block's keys"
+    );
+}
+
 /// A long scan that fetches ahead while other threads overwrite every key,
 /// flush and compact (moving values to new blob files and leaving the old
 /// ones garbage) sees exactly the values of its own sequence number: the
@@ -446,18 +524,21 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Any mix of moves over separated and inline values, within bounds or
-    /// not, yields what a cursor over the model yields, entry by entry.
+    /// not, yields what a cursor over the model yields, entry by entry; a
+    /// lazy iterator's separated values once prepared.
     #[test]
     fn any_mix_of_moves_matches_a_cursor_over_the_model(
         moves in prop::collection::vec(a_move(), 1..40),
         lower in prop::option::of(0u32..3000),
         span in prop::option::of(1u32..3000),
+        lazy in any::<bool>(),
     ) {
         let (db, model) = mixed_database();
         let upper = span.map(|s| lower.unwrap_or(0) + s);
         let read = ReadOptions {
             lower_bound: lower.map(wide_key),
             upper_bound: upper.map(wide_key),
+            lazy_values: lazy,
             ..ReadOptions::default()
         };
         let keys: Vec<&Vec<u8>> = model
@@ -481,6 +562,10 @@ proptest! {
                     Some(i) => {
                         prop_assert!(it.valid(), "{m:?}: not valid, model at {i}");
                         prop_assert_eq!(it.key(), keys[i].as_slice(), "{:?}", m);
+                        if lazy && it.kind() == ValueKind::BlobIndex {
+                            prop_assert!(it.value().is_empty(), "{m:?}: key {i} read by a move");
+                            it.prepare_value().unwrap();
+                        }
                         prop_assert!(
                             it.value() == model[keys[i]].as_slice(),
                             "{m:?}: value of key {i}"

@@ -151,6 +151,7 @@ fn run(ops: Vec<Op>, options: fn() -> Options) {
                     upper_bound: upper.map(key),
                     prefix: None,
                     key_only: false,
+                    lazy_values: false,
                 };
                 let bounds_inverted = matches!((lower, upper), (Some(l), Some(u)) if l > u);
                 let it = db.iter(&read, &cfs[cf]);

@@ -175,6 +175,10 @@ pub struct DbIterator {
     failed: bool,
     /// `ReadOptions::key_only`: separated values are not fetched.
     key_only: bool,
+    /// `ReadOptions::lazy_values`: moves leave separated values unread.
+    lazy: bool,
+    /// The current entry's separated value is not read yet (`lazy`).
+    value_pending: bool,
     state: Arc<ReadState>,
     _snapshot: Option<super::Snapshot>,
 }
@@ -234,6 +238,22 @@ impl DbIterator {
         }
     }
 
+    /// Reads the current separated value if a move left it unread
+    /// (`ReadOptions::lazy_values`); does nothing otherwise (an inline
+    /// value, one already read, `key_only`, or not valid). A failed read
+    /// leaves the iterator not valid until the next seek, as a failed move
+    /// does.
+    pub fn prepare_value(&mut self) -> Result<()> {
+        if !self.value_pending || !self.valid() {
+            return Ok(());
+        }
+        let read = self.read_blob_value();
+        if read.is_ok() {
+            self.value_pending = false;
+        }
+        self.mark(read)
+    }
+
     /// Positions at the first key (within the bounds).
     pub fn seek_to_first(&mut self) -> Result<()> {
         self.reposition(|it| it.seek_to_first())
@@ -284,6 +304,7 @@ impl DbIterator {
     ) -> Result<()> {
         self.ahead.reset();
         self.failed = false;
+        self.value_pending = false;
         let moved = seek(&mut self.inner).and_then(|()| self.arrive_forward());
         self.mark(moved)
     }
@@ -330,9 +351,13 @@ impl DbIterator {
     /// The cursor reached the inner iterator's entry going forward: fetches
     /// its value, or starts fetching ahead once a scan is under way.
     fn arrive_forward(&mut self) -> Result<()> {
-        let separated =
-            !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex;
-        if !self.ahead.arrived(separated) {
+        // A lazy iterator never fetches ahead: it reads only what it is
+        // asked for.
+        let fetched = !self.key_only
+            && !self.lazy
+            && self.inner.valid()
+            && self.inner.kind() == ValueKind::BlobIndex;
+        if !self.ahead.arrived(fetched) {
             return self.load_value();
         }
         self.blob_value.clear();
@@ -341,20 +366,32 @@ impl DbIterator {
             .start(&mut self.inner, blobs, &self.state.version)
     }
 
-    /// Reads the current value from its blob file when it is separated.
+    /// Reads the current value from its blob file when it is separated
+    /// (a lazy iterator only notes that it is unread).
     fn load_value(&mut self) -> Result<()> {
         self.blob_value.clear();
+        self.value_pending = false;
         if !self.key_only && self.inner.valid() && self.inner.kind() == ValueKind::BlobIndex {
-            let blobs = blob_values(&mut self.blobs, &self.opener.files);
-            let r = blobs.decode_ref(self.inner.key(), self.inner.value())?;
-            blobs.fetch(
-                &self.state.version,
-                self.inner.key(),
-                &r,
-                &mut self.blob_value,
-            )?;
+            if self.lazy {
+                self.value_pending = true;
+                return Ok(());
+            }
+            self.read_blob_value()?;
         }
         Ok(())
+    }
+
+    /// Reads the separated value of the inner iterator's entry into
+    /// `blob_value`.
+    fn read_blob_value(&mut self) -> Result<()> {
+        let blobs = blob_values(&mut self.blobs, &self.opener.files);
+        let r = blobs.decode_ref(self.inner.key(), self.inner.value())?;
+        blobs.fetch(
+            &self.state.version,
+            self.inner.key(),
+            &r,
+            &mut self.blob_value,
+        )
     }
 }
 
@@ -461,6 +498,8 @@ impl Db {
             ahead: ScanAhead::default(),
             failed: false,
             key_only: options.key_only,
+            lazy: options.lazy_values,
+            value_pending: false,
             state: rs,
             _snapshot: options.snapshot.clone(),
         })

@@ -326,4 +326,12 @@ pub struct ReadOptions {
     /// `DbIterator::value` is then empty (its `kind` is `BlobIndex`); inline
     /// values are returned as always. For scans that need keys only.
     pub key_only: bool,
+    /// Iterators: leave separated values unread until asked. A move does
+    /// not read the new entry's separated value: `DbIterator::value` is
+    /// empty for it until `DbIterator::prepare_value` reads it (inline
+    /// values are there at once). For scans that use a few of the values
+    /// they pass, chosen by key; a scan that uses them all is faster
+    /// without it, as it then fetches them ahead in batches. `key_only`
+    /// overrides it.
+    pub lazy_values: bool,
 }
