@@ -13,7 +13,7 @@ mod db_support;
 use db_support::*;
 use proptest::prelude::*;
 use strata_fs::{CrashMode, MemFs};
-use strata_lsm::{Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use strata_lsm::{DbIterator, Options, ReadOptions, Snapshot, ValueKind, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Change {
@@ -32,6 +32,8 @@ enum Op {
         upper: Option<u32>,
         reverse: bool,
         snapshot: Option<usize>,
+        /// `ReadOptions::lazy_values`, each value read with `prepare_value`.
+        lazy: bool,
     },
     TakeSnapshot,
     ReleaseSnapshot(usize),
@@ -54,12 +56,40 @@ fn change() -> impl Strategy<Value = Change> {
     ]
 }
 
+/// Every key an iterator yields, first to last (or last to first when
+/// `reverse`, returned in key order), with its value read by
+/// `prepare_value`: a lazy iterator's moves leave separated values empty.
+fn scan_prepared(it: &mut DbIterator, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    if reverse {
+        it.seek_to_last().expect("seek_to_last");
+    } else {
+        it.seek_to_first().expect("seek_to_first");
+    }
+    while it.valid() {
+        if it.kind() == ValueKind::BlobIndex {
+            assert!(it.value().is_empty(), "a lazy iterator's move read a value");
+        }
+        it.prepare_value().expect("prepare_value");
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        if reverse {
+            it.prev().expect("prev");
+        } else {
+            it.next().expect("next");
+        }
+    }
+    if reverse {
+        out.reverse();
+    }
+    out
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (prop::collection::vec(change(), 1..6), any::<bool>()).prop_map(|(c, s)| Op::Write(c, s)),
         8 => (0..FAMILIES, 0..KEYS, prop::option::of(0usize..4)).prop_map(|(c, k, s)| Op::Get(c, k, s)),
-        5 => (0..FAMILIES, prop::option::of(0..KEYS), prop::option::of(0..KEYS), any::<bool>(), prop::option::of(0usize..4))
-            .prop_map(|(cf, lower, upper, reverse, snapshot)| Op::Scan { cf, lower, upper, reverse, snapshot }),
+        5 => (0..FAMILIES, prop::option::of(0..KEYS), prop::option::of(0..KEYS), any::<bool>(), prop::option::of(0usize..4), any::<bool>())
+            .prop_map(|(cf, lower, upper, reverse, snapshot, lazy)| Op::Scan { cf, lower, upper, reverse, snapshot, lazy }),
         3 => Just(Op::TakeSnapshot),
         2 => (0usize..4).prop_map(Op::ReleaseSnapshot),
         2 => (0..FAMILIES).prop_map(Op::Flush),
@@ -140,6 +170,7 @@ fn run(ops: Vec<Op>, options: fn() -> Options) {
                 upper,
                 reverse,
                 snapshot,
+                lazy,
             } => {
                 let (snap, map) = match snapshot.and_then(|i| snapshots.get(i)) {
                     Some((s, m)) => (Some(s.clone()), &m.maps[cf]),
@@ -151,7 +182,7 @@ fn run(ops: Vec<Op>, options: fn() -> Options) {
                     upper_bound: upper.map(key),
                     prefix: None,
                     key_only: false,
-                    lazy_values: false,
+                    lazy_values: lazy,
                 };
                 let bounds_inverted = matches!((lower, upper), (Some(l), Some(u)) if l > u);
                 let it = db.iter(&read, &cfs[cf]);
@@ -166,10 +197,10 @@ fn run(ops: Vec<Op>, options: fn() -> Options) {
                     .filter(|(k, _)| upper.is_none_or(|u| **k < key(u)))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                let got = if reverse {
-                    scan_backward(&mut it)
-                } else {
-                    scan_forward(&mut it)
+                let got = match (lazy, reverse) {
+                    (true, _) => scan_prepared(&mut it, reverse),
+                    (false, true) => scan_backward(&mut it),
+                    (false, false) => scan_forward(&mut it),
                 };
                 assert_eq!(got, want);
             }
