@@ -143,10 +143,21 @@ fn dynamic_targets_follow_the_last_level() {
         level_targets(&v, &o),
         vec![0, 0, 0, 0, 1_000, 10_000, 100_000]
     );
-    // A small tree: the last level is the base level, at least 1,000.
+    // Last level 11,000: the base level's target falls to 110, between a
+    // tenth of base_level_bytes and base_level_bytes (RocksDB's rule). It
+    // was held at 1,000 before: a base level nine times too big, which
+    // every compaction out of L0 rewrote whole.
+    let v = version(&[(6, desc(1, 0, 100, 1, 11_000))]);
+    assert_eq!(base_level(&v, &o), 4);
+    assert_eq!(level_targets(&v, &o), vec![0, 0, 0, 0, 110, 1_100, 11_000]);
+    // A small tree: the last level is the base level (its target unused:
+    // the last level never compacts for size), at least a tenth of
+    // base_level_bytes.
     let v = version(&[(6, desc(1, 0, 100, 1, 300))]);
     assert_eq!(base_level(&v, &o), 6);
-    assert_eq!(level_targets(&v, &o)[6], 1_000);
+    assert_eq!(level_targets(&v, &o)[6], 300);
+    let v = version(&[(6, desc(1, 0, 100, 1, 30))]);
+    assert_eq!(level_targets(&v, &o)[6], 100);
     // Static targets start at L1.
     let s = CompactionOptions {
         dynamic_level_bytes: false,

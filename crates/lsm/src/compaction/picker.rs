@@ -10,7 +10,8 @@
 //!   0) and stay empty. The base level never sits below the first non-empty
 //!   level; in an empty tree it is the last level, so the first flushes
 //!   compact straight to the bottom and the tree grows upward as data
-//!   accumulates. No target of a used level is below `base_level_bytes`.
+//!   accumulates. No target of a used level is below `base_level_bytes /
+//!   level_size_multiplier` (RocksDB's floor too).
 //! - Without dynamic sizes, L1 is the base level with target
 //!   `base_level_bytes`, and each level's target multiplies the one above.
 //! - Scores (a level is due at 1 or above): L0's is its (idle) file count over `level0_compaction_trigger`,
@@ -168,13 +169,19 @@ fn shape(version: &Version, opts: &CompactionOptions) -> (usize, Vec<u64>) {
         }
     };
     let mut t = base_target;
+    // No used level below a tenth of base_level_bytes (a multiplier's
+    // worth): a tree whose upper levels are tiny would compact them for
+    // every few flushes. The floor was base_level_bytes itself until a
+    // 1 KiB overwrite of 2 GiB (`docs/bench/lsm-vs-peers.md`) showed what it
+    // cost: the base level held at 256 MiB where the last level's size
+    // asked for about 110, every compaction out of L0 rewrote all of it,
+    // each took seconds, and L0 reached the writers' slowdown.
+    let floor = (base_bytes / mult).max(1);
     for (l, target) in targets.iter_mut().enumerate().skip(base) {
         if l > base {
             t = t.saturating_mul(mult);
         }
-        // No used level below base_level_bytes: a tree whose upper levels
-        // are tiny would compact them for every few flushes.
-        *target = t.max(base_bytes);
+        *target = t.max(floor);
     }
     (base, targets)
 }
