@@ -180,8 +180,8 @@ const EXTRA_ROUNDS_TIME: Duration = Duration::from_micros(200);
 /// With more writers than cores, the writers a leader wakes wait for a CPU
 /// while it serves the next rounds; where rounds are this cheap the wait is
 /// most of their latency. Four unsynced writers of 4 KiB batches on two
-/// cores: p99.9 334-360 us against 472-575 without the yield, writes/s
-/// 93-97k against 102-116k. Longer rounds (16 KiB batches and up) keep
+/// cores: p99.9 348-360 us against 472-575 without the yield, writes/s
+/// 95-97k against 102-115k. Longer rounds (16 KiB batches and up) keep
 /// the leader: yielding after them cost a third of their writes/s.
 const TINY_ROUND: Duration = Duration::from_micros(10);
 
