@@ -145,6 +145,12 @@ pub struct LsmArgs {
     /// poorly one block at a time. The peers' blobs keep their compression.
     #[arg(long, value_parser = parse_bytes)]
     pub(super) blob_zstd_dictionary: Option<u64>,
+    /// Strata's blob space amplification target (blob bytes over the live
+    /// bytes they hold, which GC keeps under it), with `--blob-min-size`;
+    /// the engine's default (1.25) unless given. The peers have no such
+    /// target.
+    #[arg(long)]
+    pub(super) blob_space_target: Option<f64>,
     /// Parent directory; each engine gets a subdirectory, wiped before and
     /// after each run (but the last, with `--keep`).
     #[arg(long, default_value = "./strata-data/lsm")]
@@ -188,6 +194,7 @@ impl LsmArgs {
             blob_gc: self.blob_gc == OnOff::On,
             blob_block_bytes: self.blob_block_size,
             blob_zstd_dictionary_bytes: self.blob_zstd_dictionary,
+            blob_space_amp_target: self.blob_space_target,
         }
     }
 

@@ -130,7 +130,7 @@ impl KvEngineKind {
 /// The settings every engine is opened with, each mapped onto the engine's
 /// own option of the same meaning. Defaults are Strata's own defaults, so
 /// that Strata runs as shipped and the peers are brought to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct KvSettings {
     /// Memtable size at which it is switched and flushed.
     pub write_buffer_bytes: u64,
@@ -171,6 +171,9 @@ pub struct KvSettings {
     /// Strata's blob files in zstd with a dictionary of at most this many
     /// bytes trained per file; `None` keeps them in the tables' compression.
     pub blob_zstd_dictionary_bytes: Option<u64>,
+    /// Strata's blob space amplification target; `None` keeps the
+    /// engine's default.
+    pub blob_space_amp_target: Option<f64>,
 }
 
 impl Default for KvSettings {
@@ -192,6 +195,7 @@ impl Default for KvSettings {
             blob_gc: true,
             blob_block_bytes: None,
             blob_zstd_dictionary_bytes: None,
+            blob_space_amp_target: None,
         }
     }
 }

@@ -54,6 +54,10 @@ pub fn options(s: &KvSettings) -> Options {
         cf.blob.compression = Compression::Zstd;
         cf.blob.zstd_dictionary_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
     }
+    if let Some(target) = s.blob_space_amp_target {
+        // Out of range is the engine's to refuse, with its own message.
+        cf.blob.space_amp_target = target;
+    }
     if !s.blob_gc {
         // Only files no SST references any more are dropped.
         cf.blob.garbage_ratio = 1.0;
