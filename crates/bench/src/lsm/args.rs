@@ -204,6 +204,10 @@ impl LsmArgs {
         if self.blob_gc == OnOff::Off && self.engines.contains(&KvEngineKind::Fjall) {
             return bad("--blob-gc off: fjall's blob GC cannot be turned off".into());
         }
+        if self.blob_gc == OnOff::Off && self.blob_space_target.is_some() {
+            // GC off sets the target itself (10): the flag would be dropped.
+            return bad("--blob-space-target: not with --blob-gc off".into());
+        }
         if !(0.0..=1.0).contains(&self.delete_fraction) {
             return bad("--delete-fraction must be 0 to 1".into());
         }
@@ -291,6 +295,14 @@ mod tests {
         assert!(parse(&["--value-bytes", "x"]).is_err());
         let args = parse(&["--delete-fraction", "2"]).expect("parses");
         assert!(matches!(args.validate(), Err(BenchError::Usage(_))));
+        // GC off would drop the target silently.
+        let flags = ["--engines", "strata", "--blob-min-size", "4K"];
+        let with = |more: &[&'static str]| parse(&[&flags[..], more].concat()).expect("parses");
+        let args = with(&["--blob-gc", "off", "--blob-space-target", "1.1"]);
+        assert!(matches!(args.validate(), Err(BenchError::Usage(_))));
+        let args = with(&["--blob-space-target", "1.1"]);
+        args.validate().expect("valid");
+        assert_eq!(args.settings().blob_space_amp_target, Some(1.1));
     }
 
     #[test]

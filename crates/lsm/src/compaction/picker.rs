@@ -169,9 +169,9 @@ fn shape(version: &Version, opts: &CompactionOptions) -> (usize, Vec<u64>) {
         }
     };
     let mut t = base_target;
-    // No used level below a tenth of base_level_bytes (a multiplier's
-    // worth): a tree whose upper levels are tiny would compact them for
-    // every few flushes. The floor was base_level_bytes itself until a
+    // No used level below base_level_bytes / level_size_multiplier (a
+    // tenth at the default): a tree whose upper levels are tiny would
+    // compact them for every few flushes. The floor was base_level_bytes itself until a
     // 1 KiB overwrite of 2 GiB (`docs/bench/lsm-vs-peers.md`) showed what it
     // cost: the base level held at 256 MiB where the last level's size
     // asked for about 110, every compaction out of L0 rewrote all of it,
