@@ -10,6 +10,9 @@
 //! - nothing deleted comes back, and every ring key holds the value of the
 //!   last write to it.
 //!
+//! - the default family separates the ring's larger values into blob
+//!   files, so kills land in blob writes and GC too.
+//!
 //! `STRATA_LSM_KILL9_CYCLES` sets the number of kills (default 30).
 
 #![cfg(unix)]
@@ -38,6 +41,14 @@ fn options() -> Options {
     cf.write_buffer_bytes = 32 << 10;
     cf.compaction.level0_compaction_trigger = 2;
     cf.compaction.target_file_bytes = 32 << 10;
+    // Ring values on both sides of the threshold, small blob files and a
+    // tight space target: the kill also lands in flushes writing blob
+    // files and in blob GC.
+    cf.blob.min_blob_size = Some(350);
+    cf.blob.target_file_bytes = 64 << 10;
+    cf.blob.garbage_ratio = 0.2;
+    cf.blob.space_amp_target = 1.1;
+    cf.blob.space_amp_limit = 1.2;
     o
 }
 

@@ -10,7 +10,7 @@ mod db_support;
 
 use db_support::*;
 use strata_fs::{CrashMode, MemFs};
-use strata_lsm::{Error, Options, ReadOptions, RecoveryMode, WriteBatch, WriteOptions};
+use strata_lsm::{Error, Options, ReadOptions, RecoveryMode, WriteBatch};
 
 const RING: u32 = 40;
 
@@ -27,15 +27,7 @@ fn write(db: &strata_lsm::Db, i: u64, sync: bool) {
         let z = key(((i * 7) % u64::from(RING) + 3).min(u64::from(RING)) as u32);
         b.delete_range(cfs[1].id(), &a, &z);
     }
-    b.put(cfs[0].id(), b"last", &i.to_le_bytes());
-    db.write(
-        &WriteOptions {
-            sync,
-            ..WriteOptions::default()
-        },
-        &b,
-    )
-    .expect("write");
+    write_counted(db, b, i, sync);
 }
 
 /// The model after writes `0..n`.
@@ -56,23 +48,6 @@ fn model_after(n: u64) -> Model {
     m
 }
 
-fn recovered_count(db: &strata_lsm::Db) -> u64 {
-    let cf = db.default_column_family();
-    match db
-        .get(&ReadOptions::default(), &cf, b"last")
-        .expect("get last")
-    {
-        Some(v) => u64::from_le_bytes(v.try_into().expect("8 bytes")) + 1,
-        None => 0,
-    }
-}
-
-fn keys_and_last() -> Vec<Vec<u8>> {
-    let mut keys: Vec<Vec<u8>> = (0..RING).map(key).collect();
-    keys.push(b"last".to_vec());
-    keys
-}
-
 /// Runs `rounds` of writes and crashes on one directory.
 fn crash_rounds(seed: u64, rounds: u64, mode: impl Fn(u64) -> CrashMode) {
     let mut fs = MemFs::new();
@@ -85,7 +60,7 @@ fn crash_rounds(seed: u64, rounds: u64, mode: impl Fn(u64) -> CrashMode) {
             &db,
             &model_after(have),
             &ReadOptions::default(),
-            &keys_and_last(),
+            &keys_and_last(RING),
         );
         written = have;
         let mut synced = have;
@@ -112,7 +87,7 @@ fn crash_rounds(seed: u64, rounds: u64, mode: impl Fn(u64) -> CrashMode) {
             &db,
             &model_after(have),
             &ReadOptions::default(),
-            &keys_and_last(),
+            &keys_and_last(RING),
         );
         written = have;
         db.close().expect("close");
@@ -174,7 +149,7 @@ fn absolute_consistency_opens_after_a_clean_cut_and_refuses_only_with_corruption
                     &db,
                     &model_after(have),
                     &ReadOptions::default(),
-                    &keys_and_last(),
+                    &keys_and_last(RING),
                 );
             }
             Err(Error::Corruption { .. }) => {

@@ -155,6 +155,40 @@ pub fn key(i: u32) -> Vec<u8> {
     format!("key{i:03}").into_bytes()
 }
 
+/// Adds write `i`'s counter ("last" in the default family) to `b` and
+/// writes it, synced or not: the power-cut tests' writes.
+pub fn write_counted(db: &Db, mut b: WriteBatch, i: u64, sync: bool) {
+    b.put(db.default_column_family().id(), b"last", &i.to_le_bytes());
+    db.write(
+        &WriteOptions {
+            sync,
+            ..WriteOptions::default()
+        },
+        &b,
+    )
+    .expect("write");
+}
+
+/// The writes a database holds, by the counter the power-cut tests keep
+/// under "last" in the default family (`None`: 0).
+pub fn recovered_count(db: &Db) -> u64 {
+    let cf = db.default_column_family();
+    match db
+        .get(&ReadOptions::default(), &cf, b"last")
+        .expect("get last")
+    {
+        Some(v) => u64::from_le_bytes(v.try_into().expect("8 bytes")) + 1,
+        None => 0,
+    }
+}
+
+/// Keys `0..ring` and "last": what the power-cut tests read back.
+pub fn keys_and_last(ring: u32) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..ring).map(key).collect();
+    keys.push(b"last".to_vec());
+    keys
+}
+
 pub fn value(seed: u64, len: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(len);
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
