@@ -520,8 +520,16 @@ fn engine_step(it: &mut DbIterator, m: &Move) {
     }
 }
 
+/// `PROPTEST_CASES` runs more cases than CI's (a soak).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
 
     /// Any mix of moves over separated and inline values, within bounds or
     /// not, yields what a cursor over the model yields, entry by entry; a

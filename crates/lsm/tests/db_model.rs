@@ -255,8 +255,16 @@ fn run(ops: Vec<Op>, options: fn() -> Options) {
     check_db(&db, &model, &latest, &all_keys());
 }
 
+/// `PROPTEST_CASES` runs more cases than CI's (a soak).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), max_shrink_iters: 2000, ..ProptestConfig::default() })]
 
     #[test]
     fn the_engine_matches_the_model(ops in prop::collection::vec(op(), 1..120)) {
