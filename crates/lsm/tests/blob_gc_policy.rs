@@ -3,7 +3,7 @@
 //! dearer ones only when writers pause or past the hard limit, the worst
 //! files first within the relocation budget.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use strata_lsm::compaction::{blob_gc_candidates, blob_space_amp, pick_blob_gc, GcPolicy};
@@ -73,7 +73,7 @@ fn over_target() -> Arc<Version> {
     )
 }
 
-fn collected(v: &Version, p: &GcPolicy) -> HashSet<FileNumber> {
+fn collected(v: &Version, p: &GcPolicy) -> BTreeSet<FileNumber> {
     let c = pick_blob_gc(v, p, &|_| false).expect("over the target: an in-place pick");
     assert_eq!(c.inputs.len(), 1);
     assert_eq!(c.inputs[0].number(), 7);
@@ -84,14 +84,14 @@ fn collected(v: &Version, p: &GcPolicy) -> HashSet<FileNumber> {
 fn under_writes_only_files_at_least_the_garbage_ratio_are_collected() {
     let v = over_target();
     assert!((blob_space_amp(&v) - 3000.0 / 1800.0).abs() < 1e-9);
-    assert_eq!(collected(&v, &policy(false)), HashSet::from([100]));
+    assert_eq!(collected(&v, &policy(false)), BTreeSet::from([100]));
 }
 
 #[test]
 fn paused_writers_let_files_over_the_target_share_of_garbage_go_too() {
     let v = over_target();
     // 0.2 = 1 - 1/1.25: file 102 (0.1 garbage) stays.
-    assert_eq!(collected(&v, &policy(true)), HashSet::from([100, 101]));
+    assert_eq!(collected(&v, &policy(true)), BTreeSet::from([100, 101]));
 }
 
 #[test]
@@ -101,23 +101,49 @@ fn past_the_hard_limit_dear_collections_run_under_writes() {
         space_amp_limit: 1.5,
         ..policy(false)
     };
-    assert_eq!(collected(&v, &p), HashSet::from([100, 101]));
+    assert_eq!(collected(&v, &p), BTreeSet::from([100, 101]));
 }
 
 #[test]
 fn the_relocation_budget_takes_the_worst_files_first_and_always_one() {
     let v = over_target();
+    // Past the hard limit, under writes: the budget is `max_relocate_bytes`.
     let p = GcPolicy {
         max_relocate_bytes: 700,
-        ..policy(true)
+        space_amp_limit: 1.5,
+        ..policy(false)
     };
     // 100 (300 live bytes here) fits; 101 (600 more) would not.
-    assert_eq!(collected(&v, &p), HashSet::from([100]));
+    assert_eq!(collected(&v, &p), BTreeSet::from([100]));
     let p = GcPolicy {
         max_relocate_bytes: 10,
+        ..p
+    };
+    assert_eq!(collected(&v, &p), BTreeSet::from([100]));
+}
+
+#[test]
+fn an_in_place_rewrite_relocates_four_budgets_while_writers_pause() {
+    let v = over_target();
+    // 4 x 200 = 800: 100 (300) fits, 101 (600 more) would not.
+    let p = GcPolicy {
+        max_relocate_bytes: 200,
         ..policy(true)
     };
-    assert_eq!(collected(&v, &p), HashSet::from([100]));
+    assert_eq!(collected(&v, &p), BTreeSet::from([100]));
+    // 4 x 250 = 1000: both.
+    let p = GcPolicy {
+        max_relocate_bytes: 250,
+        ..policy(true)
+    };
+    assert_eq!(collected(&v, &p), BTreeSet::from([100, 101]));
+    // The same pick under writes past the limit: one budget, one file.
+    let p = GcPolicy {
+        max_relocate_bytes: 250,
+        space_amp_limit: 1.5,
+        ..policy(false)
+    };
+    assert_eq!(collected(&v, &p), BTreeSet::from([100]));
 }
 
 #[test]

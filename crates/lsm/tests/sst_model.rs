@@ -178,6 +178,13 @@ proptest! {
         let smallest = m.entries.keys().map(|k| k.user_key().to_vec())
             .chain(m.range_deletions.iter().map(|r| r.0.clone())).min();
         prop_assert_eq!(&p.smallest_key, &smallest);
+        let largest = m.entries.keys().map(|k| k.user_key().to_vec())
+            .chain(m.range_deletions.iter().map(|r| r.1.clone())).max();
+        prop_assert_eq!(&p.largest_key, &largest);
+        let seqnos = m.entries.keys().map(|k| k.seqno()).chain(m.range_deletions.iter().map(|r| r.2));
+        if let (Some(lo), Some(hi)) = (seqnos.clone().min(), seqnos.max()) {
+            prop_assert_eq!((p.smallest_seqno, p.largest_seqno), (lo, hi));
+        }
     }
 }
 

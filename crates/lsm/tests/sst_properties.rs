@@ -11,6 +11,7 @@ use std::path::Path;
 
 use sst_common::*;
 use strata_fs::{FileSystem, MemFs};
+use strata_lsm::blob::BlobRef;
 use strata_lsm::sst::IndexKind;
 use strata_lsm::{
     Compression, Error, InternalKey, PropertiesCollector, SeqNo, SstWriter, SstWriterOptions,
@@ -65,6 +66,32 @@ fn fs() -> MemFs {
     let fs = MemFs::new();
     fs.create_dir_all(Path::new("/sst")).unwrap();
     fs
+}
+
+#[test]
+fn blob_reference_bytes_are_summed_per_file_across_interleaved_runs() {
+    let fs = fs();
+    let path = Path::new("/sst/2.sst");
+    let mut w = SstWriter::create(&fs, path, tiny(Compression::None)).unwrap();
+    // Runs into one file, a file that comes back after another, one alone.
+    let files = [5u64, 5, 7, 5, 9, 9, 9, 7, 5, 11];
+    let mut want = std::collections::BTreeMap::new();
+    for (i, &file) in files.iter().enumerate() {
+        let value_len = 100 + i as u32 * 10;
+        let r = BlobRef {
+            file_number: file,
+            block_offset: 28 + i as u64 * 4096,
+            block_size: 2000,
+            record_offset: 0,
+            value_len,
+        };
+        let key = InternalKey::new(format!("k{i:02}").as_bytes(), 9, ValueKind::BlobIndex);
+        w.add(key.encoded(), &r.encode()).unwrap();
+        *want.entry(file).or_insert(0u64) += u64::from(value_len);
+    }
+    let info = w.finish().unwrap();
+    assert_eq!(info.properties.blob_refs, want);
+    assert_eq!(open(&fs, path).unwrap().properties().blob_refs, want);
 }
 
 #[test]

@@ -25,12 +25,14 @@
 //! target`, 0.2), until the family is back under it; so a file pinned by
 //! cold SSTs is still collected. Each run relocates at most
 //! `max_relocate_bytes`, worst files first, so it holds its SSTs (and the L0
-//! compaction waiting for them) a bounded time.
+//! compaction waiting for them) a bounded time; an in-place rewrite while
+//! writers pause relocates four times that, since it rewrites its whole SST
+//! whatever it moves.
 //! With separation off, every referenced blob file is a candidate and the
 //! rewrites move values back inline. All of it runs as ordinary
 //! compactions: rate-limited, never on the write path.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use super::picker::{build, Compaction, CompactionReason};
@@ -44,7 +46,7 @@ pub type ReadBlobValue<'a> = dyn Fn(&[u8], &BlobRef) -> Result<Vec<u8>> + 'a;
 /// What a run relocates: the references into `files`, read with `read`.
 pub struct BlobGc<'a> {
     /// The blob files whose referenced values the run rewrites.
-    pub files: HashSet<FileNumber>,
+    pub files: BTreeSet<FileNumber>,
     /// Reads a value.
     pub read: &'a ReadBlobValue<'a>,
 }
@@ -108,6 +110,10 @@ pub fn blob_space_amp(version: &Version) -> f64 {
     }
 }
 
+/// How many times `max_relocate_bytes` an in-place rewrite relocates
+/// while writers pause ([`GcPolicy::relocate_budget`]).
+pub const IDLE_RELOCATE_FACTOR: u64 = 4;
+
 /// When blob files are collected (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GcPolicy {
@@ -161,6 +167,21 @@ impl GcPolicy {
         }
     }
 
+    /// The most referenced value bytes compaction `c` relocates:
+    /// `max_relocate_bytes`, and [`IDLE_RELOCATE_FACTOR`] times that for an
+    /// in-place rewrite while writers pause. Such a rewrite reads and writes
+    /// every entry of its SST whatever it relocates (at 1 KiB values an SST
+    /// of references covers about 1.4 GB of values), so a small budget makes
+    /// the settle after an overwrite rewrite the same SSTs again and again;
+    /// with no writes, no L0 compaction waits for them.
+    pub fn relocate_budget(&self, c: &Compaction) -> u64 {
+        if self.writers_idle && c.reason == CompactionReason::BlobGc {
+            self.max_relocate_bytes.saturating_mul(IDLE_RELOCATE_FACTOR)
+        } else {
+            self.max_relocate_bytes
+        }
+    }
+
     fn over_target_ratio(&self) -> f64 {
         (1.0 - 1.0 / self.space_amp_target).min(self.garbage_ratio)
     }
@@ -174,7 +195,7 @@ pub fn blob_gc_candidates(
     version: &Version,
     c: &Compaction,
     policy: &GcPolicy,
-) -> HashSet<FileNumber> {
+) -> BTreeSet<FileNumber> {
     let threshold = policy.threshold(c, blob_space_amp(version));
     let mut referenced: HashMap<FileNumber, u64> = HashMap::new();
     for f in c.files() {
@@ -188,8 +209,8 @@ pub fn blob_gc_candidates(
         .filter(|&(g, _, _)| policy.all || g >= threshold)
         .collect();
     eligible.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut chosen = HashSet::new();
-    let mut budget = policy.max_relocate_bytes;
+    let mut chosen = BTreeSet::new();
+    let mut budget = policy.relocate_budget(c);
     for (_, b, bytes) in eligible {
         if !chosen.is_empty() && bytes > budget {
             continue;

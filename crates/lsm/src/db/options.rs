@@ -146,7 +146,8 @@ pub struct BlobOptions {
     pub space_amp_limit: f64,
     /// The most referenced value bytes one compaction relocates, so that
     /// it holds its SSTs (and the L0 compaction that needs them) for a
-    /// bounded time. Default 128 MiB; 1 MiB to 64 GiB.
+    /// bounded time; an in-place rewrite while writers pause relocates four
+    /// times this. Default 128 MiB; 1 MiB to 64 GiB.
     pub max_relocate_bytes: u64,
 }
 
