@@ -9,8 +9,9 @@
 //!   lagging group and recycling of files) lose nothing either, including when
 //!   the kill lands while the child is still opening the engine.
 //!
-//! `STRATA_KILL9_CYCLES` sets the number of kills (default 50) and
-//! `STRATA_KILL9_SEED` the seed of the kill delays.
+//! `STRATA_KILL9_CYCLES` sets the number of kills (default 50),
+//! `STRATA_KILL9_SEED` the seed of the kill delays, and `STRATA_KILL9_KEEP`
+//! keeps the directory (its path printed) to inspect after a failure.
 
 #![cfg(unix)]
 
@@ -357,7 +358,15 @@ fn kill9_cycles() {
         .map_or(0x006b_696c_6c39, |v| v.parse().expect("STRATA_KILL9_SEED"));
     let mut rng = StdRng::seed_from_u64(seed);
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path();
+    // `STRATA_KILL9_KEEP`: the directory outlives a failure, to inspect.
+    let kept;
+    let dir = if std::env::var_os("STRATA_KILL9_KEEP").is_some() {
+        kept = tmp.keep();
+        println!("kill9: directory {}", kept.display());
+        kept.as_path()
+    } else {
+        tmp.path()
+    };
     let start = Instant::now();
     let mut floor = Floor::default();
     let mut totals = Totals::default();

@@ -876,3 +876,98 @@ fn rotations_do_not_wait_for_the_sealed_files_index_section() {
     model.check(&engine, "after reopen");
     scenario.teardown();
 }
+
+/// Found by the kill -9 test at about 200 cycles (a lagging group past
+/// 1 MiB, so its copy spans two rewrite records, each in a file of its own
+/// at this target size). A purge that compacts the rewrite queue writes a
+/// new generation of copies; a crash after the first new file is sealed
+/// (synced) and before the next is durable leaves the old generation whole
+/// and the new one in part. Recovery replays the rewrite queue in file
+/// order: the new copy of entries `1..=n` is an append at index 1, which
+/// drops the old generation's entries after `n` (Raft's suffix
+/// replacement), and the append queue's next entry then starts past a
+/// hole: the group restarts there, every entry before it lost although
+/// synced. Not fixed yet: recovery must tell an unfinished generation from
+/// a finished one (`docs/raftlog.md`, "Purge and the rewrite queue").
+#[test]
+#[ignore = "data loss not fixed yet: a crash inside a rewrite-queue compaction"]
+fn a_crash_inside_a_rewrite_queue_compaction_loses_a_lagging_group() {
+    let scenario = FailScenario::setup();
+    // Copies of up to 8 MiB a group (1 MiB by default).
+    let config = Config {
+        purge_rewrite_group_bytes_max: 8 << 20,
+        ..config()
+    };
+    let open = |fs: &MemFs| {
+        let dyn_fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+        Engine::open_with_fs(DIR, config.clone(), dyn_fs).expect("open")
+    };
+    let fs = MemFs::new();
+    let engine = open(&fs);
+    let mut m = Model::default();
+    // The lagging group: 1,300 entries of 1000 bytes (two rewrite records),
+    // and a key, in batches among the busy group's.
+    m.put(&engine, LAGGING, b"k", b"v").unwrap();
+    for i in 0..1300u64 {
+        m.append(&engine, LAGGING, 1, false).unwrap();
+        m.append(&engine, BUSY, 2, false).unwrap();
+        if i % 200 == 199 {
+            let to = m.last(BUSY) - 10;
+            m.compact(&engine, BUSY, to).unwrap();
+        }
+    }
+    engine.sync().unwrap();
+    // Purge until the lagging group lies in the rewrite queue.
+    let mut rounds = 0;
+    while engine.metrics().entries_rewritten < 1300 {
+        for _ in 0..200 {
+            m.append(&engine, BUSY, 4, false).unwrap();
+        }
+        let to = m.last(BUSY) - 10;
+        m.compact(&engine, BUSY, to).unwrap();
+        engine.purge().unwrap();
+        rounds += 1;
+        assert!(rounds < 200, "the lagging group was never copied");
+    }
+    // A delete of its copied key sets `min_dirty`: the next purge compacts
+    // the rewrite queue into a new generation.
+    let mut batch = LogBatch::new();
+    batch.delete(LAGGING, b"k");
+    engine.write(&mut batch, true).unwrap();
+    m.keys.entry(LAGGING).or_default().remove(&b"k"[..]);
+    for _ in 0..200 {
+        m.append(&engine, BUSY, 4, false).unwrap();
+    }
+    let to = m.last(BUSY) - 10;
+    m.compact(&engine, BUSY, to).unwrap();
+    engine.sync().unwrap();
+    // The power goes when the purge syncs its last rewrite file: the new
+    // generation's earlier files were synced when sealed, its last not.
+    let cut: Arc<Mutex<Option<MemFs>>> = Arc::default();
+    {
+        let (cut, fs) = (cut.clone(), fs.clone());
+        fail::cfg_callback("raftlog::rewrite::sync", move || {
+            let mut cut = cut.lock().unwrap();
+            if cut.is_none() {
+                let survivor = fs.deep_clone();
+                survivor.crash(CrashMode::DropUnsynced);
+                *cut = Some(survivor);
+            }
+        })
+        .unwrap();
+    }
+    let out = engine.purge().unwrap();
+    assert!(out.rewrite_queue_compacted, "{out:?}");
+    fail::remove("raftlog::rewrite::sync");
+    m.check(&engine, "the engine that purged");
+    drop(engine);
+    let survivor = cut
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the purge synced a rewrite file");
+    let engine = open(&survivor);
+    m.check(&engine, "after the power cut inside the purge");
+    drop(engine);
+    scenario.teardown();
+}
