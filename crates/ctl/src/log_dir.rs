@@ -12,7 +12,8 @@ use strata_raftlog::format::{
     RECYCLE_PREFIX,
 };
 use strata_raftlog::inspect::{
-    prepared_to_adopt, set_aside_below_hole, sort_in_log_order, PurgeHole,
+    prepared_to_adopt, rewrite_files_not_replayed, set_aside_below_hole, sort_in_log_order,
+    PurgeHole,
 };
 use strata_raftlog::reader::{
     judge_sealed_end, scan_file, sealed_data_end, FileScan, ScanEnd, ScannedRecord,
@@ -33,9 +34,11 @@ pub struct Listing {
     pub recycled: Vec<String>,
     /// Names that are neither log files, recycled files nor the lock file.
     pub other: Vec<String>,
-    /// The files recovery replays, in log order: all of them but the append
-    /// files below a hole that a purge may have left, which wait for the
-    /// replay's verdict (`strata_raftlog::inspect::set_aside_below_hole`).
+    /// The files recovery replays, in log order: all of them but the rewrite
+    /// files of an old or unfinished generation, which it removes unread
+    /// (`strata_raftlog::inspect::rewrite_files_not_replayed`), and the
+    /// append files below a hole that a purge may have left, which wait for
+    /// the replay's verdict (`strata_raftlog::inspect::set_aside_below_hole`).
     pub replayed: Vec<FileId>,
     /// That hole, if there is one.
     pub hole: Option<PurgeHole>,
@@ -59,13 +62,13 @@ impl Listing {
             hole: None,
             adopted: None,
         };
-        for name in names {
-            if let Some(id) = FileId::parse_file_name(&name) {
+        for name in &names {
+            if let Some(id) = FileId::parse_file_name(name) {
                 listing.files.push(id);
             } else if name.starts_with(RECYCLE_PREFIX) {
-                listing.recycled.push(name);
+                listing.recycled.push(name.clone());
             } else if name != LOCK_FILE_NAME {
-                listing.other.push(name);
+                listing.other.push(name.clone());
             }
         }
         sort_in_log_order(&mut listing.files);
@@ -74,7 +77,10 @@ impl Listing {
             listing.files.push(id);
             listing.adopted = Some((name, id));
         }
+        // An old or unfinished generation of the rewrite queue is not read.
+        let skipped = rewrite_files_not_replayed(&names, &listing.files);
         let mut replayed = listing.files.clone();
+        replayed.retain(|id| !skipped.contains(id));
         // A hole in the rewrite queue is lost data whatever replay finds
         // (`lost`); every file is then replayed, to show what survives.
         listing.hole = set_aside_below_hole(&mut replayed).unwrap_or(None);

@@ -25,6 +25,11 @@ use crate::log_batch::{decode_items, Item};
 use crate::reader::ScannedRecord;
 use crate::IndexStats;
 
+/// The rewrite files recovery removes unread: an old or unfinished
+/// generation of a rewrite-queue compaction (`docs/raftlog.md`, "Purge and
+/// the rewrite queue").
+pub use crate::generation::unreplayed as rewrite_files_not_replayed;
+
 /// Sorts files in log order, the order replay applies them in: the rewrite
 /// queue first (it holds copies of the oldest data), then the append queue,
 /// each by sequence number.

@@ -27,6 +27,7 @@ mod config;
 mod engine;
 mod error;
 pub mod format;
+mod generation;
 mod index;
 pub mod inspect;
 mod log_batch;

@@ -881,17 +881,35 @@ fn rotations_do_not_wait_for_the_sealed_files_index_section() {
 /// 1 MiB, so its copy spans two rewrite records, each in a file of its own
 /// at this target size). A purge that compacts the rewrite queue writes a
 /// new generation of copies; a crash after the first new file is sealed
-/// (synced) and before the next is durable leaves the old generation whole
-/// and the new one in part. Recovery replays the rewrite queue in file
-/// order: the new copy of entries `1..=n` is an append at index 1, which
-/// drops the old generation's entries after `n` (Raft's suffix
-/// replacement), and the append queue's next entry then starts past a
-/// hole: the group restarts there, every entry before it lost although
-/// synced. Not fixed yet: recovery must tell an unfinished generation from
-/// a finished one (`docs/raftlog.md`, "Purge and the rewrite queue").
+/// (synced) and before the next is durable left the old generation whole
+/// and the new one in part. Recovery replayed the rewrite queue in file
+/// order: the new copy of entries `1..=n`, an append at index 1, dropped
+/// the old generation's entries after `n` (Raft's suffix replacement), and
+/// every entry after `n` was lost although synced. Now the generation is
+/// marked as begun and finished, and recovery reads no unfinished one
+/// (`generation.rs`).
 #[test]
-#[ignore = "data loss not fixed yet: a crash inside a rewrite-queue compaction"]
-fn a_crash_inside_a_rewrite_queue_compaction_loses_a_lagging_group() {
+fn a_crash_inside_a_rewrite_queue_compaction_keeps_a_lagging_group() {
+    // The power goes when the purge syncs its last rewrite file: the new
+    // generation's earlier files were synced when sealed, its last not.
+    let report = crash_in_rewrite_queue_compaction("raftlog::rewrite::sync");
+    assert!(!report.rewrite_files_removed.is_empty(), "{report:?}");
+}
+
+/// The same compaction with the power going as it removes the old
+/// generation: the new one is finished, so the old one's files left are
+/// removed at open, unread.
+#[test]
+fn a_crash_removing_the_old_rewrite_generation_keeps_every_group() {
+    let report = crash_in_rewrite_queue_compaction("raftlog::purge::remove_rewrite");
+    assert!(!report.rewrite_files_removed.is_empty(), "{report:?}");
+}
+
+/// Builds a lagging group whose copy spans two rewrite files, makes the next
+/// purge compact the rewrite queue, cuts the power (unsynced data dropped)
+/// the first time `fail_point` is passed, and checks every group and key on
+/// what the cut left. Returns the recovery report.
+fn crash_in_rewrite_queue_compaction(fail_point: &str) -> strata_raftlog::RecoveryReport {
     let scenario = FailScenario::setup();
     // Copies of up to 8 MiB a group (1 MiB by default).
     let config = Config {
@@ -941,12 +959,10 @@ fn a_crash_inside_a_rewrite_queue_compaction_loses_a_lagging_group() {
     let to = m.last(BUSY) - 10;
     m.compact(&engine, BUSY, to).unwrap();
     engine.sync().unwrap();
-    // The power goes when the purge syncs its last rewrite file: the new
-    // generation's earlier files were synced when sealed, its last not.
     let cut: Arc<Mutex<Option<MemFs>>> = Arc::default();
     {
         let (cut, fs) = (cut.clone(), fs.clone());
-        fail::cfg_callback("raftlog::rewrite::sync", move || {
+        fail::cfg_callback(fail_point, move || {
             let mut cut = cut.lock().unwrap();
             if cut.is_none() {
                 let survivor = fs.deep_clone();
@@ -958,16 +974,26 @@ fn a_crash_inside_a_rewrite_queue_compaction_loses_a_lagging_group() {
     }
     let out = engine.purge().unwrap();
     assert!(out.rewrite_queue_compacted, "{out:?}");
-    fail::remove("raftlog::rewrite::sync");
+    fail::remove(fail_point);
     m.check(&engine, "the engine that purged");
     drop(engine);
     let survivor = cut
         .lock()
         .unwrap()
         .take()
-        .expect("the purge synced a rewrite file");
+        .expect("the purge passed the fail point");
     let engine = open(&survivor);
     m.check(&engine, "after the power cut inside the purge");
+    let report = engine.recovery_report().clone();
+    assert!(
+        survivor
+            .list(std::path::Path::new(DIR))
+            .unwrap()
+            .iter()
+            .all(|n| !n.starts_with("rewrite-generation-")),
+        "markers left after recovery"
+    );
     drop(engine);
     scenario.teardown();
+    report
 }

@@ -116,18 +116,27 @@ impl Engine {
         } else {
             Vec::new()
         };
-        if let Err(e) = self.copy_out(cutoff, compact_rewrite_queue, active_seq, &mut out) {
-            // Copies may sit in the rewrite queue without the index knowing them:
-            // no append file may go before the rewrite queue is rewritten.
-            self.min_dirty.store(0, Ordering::SeqCst);
-            return Err(e);
-        }
+        let generation = match self.copy_out(cutoff, compact_rewrite_queue, active_seq, &mut out) {
+            Ok(generation) => generation,
+            Err(e) => {
+                // Copies may sit in the rewrite queue without the index knowing
+                // them: no append file may go before the rewrite queue is
+                // rewritten.
+                self.min_dirty.store(0, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
         // Without copies (and with `min_dirty` as it was), the files no group
         // needs are still those: concurrent writes go to the active file or a
         // later one, and concurrent compactions only free more. Else the
         // copies moved groups' oldest data, and the search runs again.
         let needed = (cutoff.is_none() && !compact_rewrite_queue).then_some(needed);
-        self.finish_purge(active_seq, needed, old_rewrite, compact_rewrite_queue, out)
+        let out = self.finish_purge(active_seq, needed, old_rewrite, compact_rewrite_queue, out)?;
+        if let Some(seq) = generation {
+            // The old generation is gone: the marker has nothing left to tell.
+            crate::generation::clear(self.pipe.fs.as_ref(), &self.pipe.dir, seq)?;
+        }
+        Ok(out)
     }
 
     fn copy_out(
@@ -136,10 +145,10 @@ impl Engine {
         compact_rewrite_queue: bool,
         snapshot_seq: u64,
         out: &mut PurgeOutcome,
-    ) -> Result<()> {
+    ) -> Result<Option<u64>> {
         if cutoff.is_none() && !compact_rewrite_queue {
             // Nothing is old enough to copy: no group needs visiting.
-            return Ok(());
+            return Ok(None);
         }
         let selected = self.select(cutoff, compact_rewrite_queue, out);
         if !selected.is_empty() {
@@ -156,12 +165,20 @@ impl Engine {
                         .map_err(Error::io("sync", self.pipe.path(active.id)))?;
                 }
                 *rw = None;
+                // Recovery must not replay part of a new generation after
+                // the whole old one (`generation.rs`): mark where it starts.
+                let seq = *self.pipe.next_rewrite_seq.lock();
+                crate::generation::begin(self.pipe.fs.as_ref(), &self.pipe.dir, seq)?;
+                drop(rw);
+                self.rewrite(selected, snapshot_seq, out)?;
+                crate::generation::finish(self.pipe.fs.as_ref(), &self.pipe.dir, seq)?;
+                return Ok(Some(seq));
             }
             self.rewrite(selected, snapshot_seq, out)?;
         } else if compact_rewrite_queue {
             *self.pipe.rewrite.lock() = None;
         }
-        Ok(())
+        Ok(None)
     }
 
     fn finish_purge(

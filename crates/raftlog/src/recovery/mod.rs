@@ -54,6 +54,10 @@ pub struct RecoveryReport {
     /// into place, found under its old name (the crash lost the rename) and
     /// renamed again: its new path.
     pub adopted_file: Option<PathBuf>,
+    /// Rewrite files of a generation a purge had finished copying (the old
+    /// one) or had not (the new one) when the machine stopped, removed
+    /// unread (`generation.rs`).
+    pub rewrite_files_removed: Vec<PathBuf>,
     /// Append files a purge had removed when the machine stopped, found again
     /// because the file system did not keep their removal (below a file
     /// whose removal it kept), and removed.
@@ -84,13 +88,15 @@ pub(crate) fn recover(
     let names = fs.list(dir).map_err(Error::io("list", dir))?;
     let mut recycled = Vec::new();
     let mut ids: Vec<FileId> = Vec::new();
-    for name in names {
-        if let Some(id) = FileId::parse_file_name(&name) {
+    for name in &names {
+        if let Some(id) = FileId::parse_file_name(name) {
             ids.push(id);
         } else if name.starts_with(RECYCLE_PREFIX) {
-            recycled.push(name);
+            recycled.push(name.clone());
         }
     }
+    // A rewrite-queue compaction's old or unfinished generation goes unread.
+    report.rewrite_files_removed = crate::generation::settle(fs.as_ref(), dir, &names, &mut ids)?;
     crate::inspect::sort_in_log_order(&mut ids);
     // Files below a hole a purge may have left wait for replay's verdict.
     let maybe_purged =
