@@ -444,8 +444,13 @@ fn quietly<T>(f: impl FnOnce() -> T) -> T {
 
 #[test]
 fn engine_matches_btreemap_model() {
+    // `PROPTEST_CASES` runs more cases than CI's (a soak).
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
     let config = ProptestConfig {
-        cases: 64,
+        cases,
         failure_persistence: None,
         max_shrink_time: 60_000,
         ..ProptestConfig::default()
