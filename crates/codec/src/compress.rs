@@ -54,23 +54,6 @@ fn new_state() -> Option<Box<[u64]>> {
     (!init.is_null()).then_some(state)
 }
 
-/// Runs `f` with this thread's initialised LZ4 state, or `None` (a thread
-/// being torn down, or a state LZ4 refused): `f` then compresses without.
-fn with_state<R>(f: impl FnOnce(Option<*mut c_void>) -> R) -> R {
-    let mut f = Some(f);
-    let done = LZ4_STATE.try_with(|cell| {
-        let f = f.take().expect("called once");
-        match cell.try_borrow_mut() {
-            Ok(mut state) => f(state.as_mut().map(|s| s.as_mut_ptr().cast())),
-            Err(_) => f(None),
-        }
-    });
-    match done {
-        Ok(r) => r,
-        Err(_) => (f.take().expect("not called when the thread-local is gone"))(None),
-    }
-}
-
 /// The largest input LZ4's C API accepts (`LZ4_MAX_INPUT_SIZE`).
 const C_INPUT_MAX: usize = 0x7E00_0000;
 
@@ -93,31 +76,30 @@ pub fn lz4_compress_into(data: &[u8], out: &mut Vec<u8>) {
     // SAFETY: LZ4_compressBound only computes a size.
     let bound = unsafe { lz4_sys::LZ4_compressBound(data.len() as i32) };
     out.reserve(bound.max(0) as usize);
-    let n = with_state(|state| match state {
-        // SAFETY: `state` is an initialised LZ4 state owned by this thread;
-        // `data` is readable for `data.len()` bytes and `out` has at least
-        // `bound` bytes of spare capacity, the most LZ4 writes for this
-        // input; the C function keeps no pointer after it returns.
-        Some(state) => unsafe {
-            LZ4_compress_fast_extState_fastReset(
-                state,
-                data.as_ptr().cast(),
-                out.as_mut_ptr().cast(),
-                data.len() as c_int,
-                bound,
-                1,
-            )
-        },
-        // SAFETY: as above, LZ4 using a state of its own on the stack.
-        None => unsafe {
-            lz4_sys::LZ4_compress_default(
-                data.as_ptr().cast(),
-                out.as_mut_ptr().cast(),
-                data.len() as i32,
-                bound,
-            )
-        },
-    });
+    let (src, dst, len) = (
+        data.as_ptr().cast(),
+        out.as_mut_ptr().cast(),
+        data.len() as c_int,
+    );
+    // This thread's state, unless the thread is being torn down or LZ4
+    // refused the state: then LZ4 uses one of its own on the stack.
+    let with_state = LZ4_STATE
+        .try_with(|cell| {
+            // The guard lives to the end of the call below.
+            let mut guard = cell.try_borrow_mut().ok()?;
+            let state: *mut c_void = guard.as_mut()?.as_mut_ptr().cast();
+            // SAFETY: `state` is an initialised LZ4 state owned by this
+            // thread and borrowed for the call; `src` is readable for `len`
+            // bytes and `dst` has at least `bound` bytes of spare capacity,
+            // the most LZ4 writes for this input; the C function keeps no
+            // pointer after it returns.
+            Some(unsafe { LZ4_compress_fast_extState_fastReset(state, src, dst, len, bound, 1) })
+        })
+        .ok()
+        .flatten();
+    // SAFETY: as above.
+    let n = with_state
+        .unwrap_or_else(|| unsafe { lz4_sys::LZ4_compress_default(src, dst, len, bound) });
     if n <= 0 {
         // Cannot happen with a bound-sized output; stay correct regardless.
         out.extend_from_slice(&lz4_flex::block::compress(data));
