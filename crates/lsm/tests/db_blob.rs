@@ -101,6 +101,40 @@ fn bytes_of(fs: &MemFs, names: &[String]) -> u64 {
         .sum()
 }
 
+/// A point read's blob block enters the block cache on the block's second
+/// read, not its first: with reads spread over more blob data than the
+/// cache holds, caching every block read costs an insert and an eviction
+/// per read for blocks seldom read again.
+#[test]
+fn a_blob_block_enters_the_cache_on_its_second_read() {
+    let fs = flushed_and_closed(64);
+    let db = open(&fs, separated_options()).unwrap();
+    let cf = db.default_column_family();
+    let read = ReadOptions::default();
+    let cached = || db.statistics().block_cache_bytes;
+    let get = || {
+        let got = db.get(&read, &cf, &key(1)).unwrap();
+        assert!(got == Some(val(1, 1)), "key 1 is separated and read back");
+    };
+    get();
+    let after_first = cached();
+    assert!(
+        after_first > 0,
+        "the SST's blocks are cached on the first read"
+    );
+    get();
+    let after_second = cached();
+    // The SST's blocks were cached already: only the blob block can grow it,
+    // and it would have been a hit had the first read cached it.
+    assert!(
+        after_second > after_first,
+        "second read caches the blob block ({after_first} -> {after_second})"
+    );
+    get();
+    assert_eq!(cached(), after_second, "the third read hits");
+    db.close().unwrap();
+}
+
 #[test]
 fn large_values_live_in_blob_files_and_read_back_through_compaction_and_reopen() {
     let fs = MemFs::new();

@@ -118,11 +118,14 @@ impl BlobSource<'_> {
             .filter(|b| b.stored_len() == r.block_size)
     }
 
-    /// Reads the block `r` points into, and caches it.
+    /// Reads the block `r` points into, and caches it if the cache admits
+    /// it (read before, lately).
     fn read_block(&self, reader: &BlobFileReader, r: &BlobRef) -> Result<Arc<BlobBlock>> {
         let b = Arc::new(reader.read_block(r.block_offset, r.block_size)?);
         if let Some(c) = self.cache {
-            c.insert_blob(r.file_number, r.block_offset, b.clone());
+            if c.admits_blob(r.file_number, r.block_offset) {
+                c.insert_blob(r.file_number, r.block_offset, b.clone());
+            }
         }
         Ok(b)
     }

@@ -16,8 +16,13 @@
 //!   [`BlockCache::evict_file`].
 //! - Only blocks that passed their checksum and [`Block::decode`] are inserted.
 //!
+//! Blob blocks read by point lookups enter on their second read within a
+//! window ([`admission`]); SST blocks enter on their first.
+//!
 //! Concurrency: every method takes `&self`; the cache shards its lock
 //! internally. No lock of ours is held while it is called.
+
+mod admission;
 
 use std::sync::Arc;
 
@@ -27,6 +32,7 @@ use rustc_hash::FxBuildHasher;
 
 use crate::blob::BlobBlock;
 use crate::sst::Block;
+use admission::Doorkeeper;
 
 /// Bytes charged per cached block on top of its contents (the `Block`
 /// struct, the `Arc` and the cache's own slot), so that many tiny blocks
@@ -62,6 +68,8 @@ pub struct BlockCache {
     /// Hashed with Fx, not SipHash: keys are the engine's file numbers and
     /// offsets, never chosen by a user, and every block read hashes one.
     cache: Cache<BlockKey, Cached, BlockWeighter, FxBuildHasher>,
+    /// The blob blocks read once lately.
+    doorkeeper: Doorkeeper,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -87,6 +95,7 @@ impl BlockCache {
                 FxBuildHasher,
                 DefaultLifecycle::default(),
             ),
+            doorkeeper: Doorkeeper::new(capacity_bytes),
         }
     }
 
@@ -110,6 +119,12 @@ impl BlockCache {
             Cached::Blob(b) => Some(b),
             Cached::Table(_) => None,
         }
+    }
+
+    /// True when a blob block just read, at `offset` of `file_number`,
+    /// should be cached: it was read before, lately ([`admission`]).
+    pub fn admits_blob(&self, file_number: u64, offset: u64) -> bool {
+        self.doorkeeper.seen_before((file_number, offset))
     }
 
     /// Caches a block of a blob file (checked and decompressed).
