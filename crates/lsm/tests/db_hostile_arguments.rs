@@ -154,7 +154,10 @@ fn options_out_of_bounds_are_refused_before_any_io() {
         |b: &mut strata_lsm::db::BlobOptions| b.garbage_ratio = 0.0,
         |b: &mut strata_lsm::db::BlobOptions| b.space_amp_target = f64::INFINITY,
         |b: &mut strata_lsm::db::BlobOptions| b.space_amp_target = 1.0,
-        |b: &mut strata_lsm::db::BlobOptions| b.space_amp_limit = 1.1,
+        |b: &mut strata_lsm::db::BlobOptions| {
+            b.space_amp_target = 1.5;
+            b.space_amp_limit = 1.2;
+        },
         |b: &mut strata_lsm::db::BlobOptions| b.max_relocate_bytes = 0,
         |b: &mut strata_lsm::db::BlobOptions| b.zstd_dictionary_bytes = 100,
     ] {

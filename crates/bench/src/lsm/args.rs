@@ -147,7 +147,7 @@ pub struct LsmArgs {
     pub(super) blob_zstd_dictionary: Option<u64>,
     /// Strata's blob space amplification target (blob bytes over the live
     /// bytes they hold, which GC keeps under it), with `--blob-min-size`;
-    /// the engine's default (1.25) unless given. The peers have no such
+    /// the engine's default (1.05) unless given. The peers have no such
     /// target.
     #[arg(long)]
     pub(super) blob_space_target: Option<f64>,

@@ -16,14 +16,15 @@
 //! collects only files at least `garbage_ratio` (0.5) garbage, at most one
 //! byte written per byte freed. When the family's blob space amplification
 //! (value bytes in blob files over live ones) passes `space_amp_target`
-//! (1.25) and no compaction is due, [`pick_blob_gc`] rewrites in place the
+//! (1.05) and no compaction is due, [`pick_blob_gc`] rewrites in place the
 //! L1+ SST holding most of the file with the most garbage. Under writes it
 //! collects only files at `garbage_ratio` too: a file a fifth garbage costs
 //! four bytes per byte freed now, and less once the writes go on
-//! overwriting it. Once writers pause, or past `space_amp_limit` (2), it
-//! collects any file whose garbage alone breaks the target (`1 - 1 /
-//! target`, 0.2), until the family is back under it; so a file pinned by
-//! cold SSTs is still collected. Each run relocates at most
+//! overwriting it. Once writers pause (while the family has credit for it:
+//! `db/cf.rs`, `GcCredit`, 2 value bytes relocated per byte flushed), or
+//! past `space_amp_limit` (2), it collects any file whose garbage alone
+//! breaks the target (`1 - 1 / target`, about 0.05), until the family is
+//! back under it; so a file pinned by cold SSTs is still collected. Each run relocates at most
 //! `max_relocate_bytes`, worst files first, so it holds its SSTs (and the L0
 //! compaction waiting for them) a bounded time; an in-place rewrite while
 //! writers pause relocates four times that, since it rewrites its whole SST
@@ -108,6 +109,17 @@ pub fn blob_space_amp(version: &Version) -> f64 {
         (_, 0) => f64::INFINITY,
         _ => total as f64 / live as f64,
     }
+}
+
+/// The value bytes in `version`'s blob files that no SST references.
+pub fn blob_garbage_bytes(version: &Version) -> u64 {
+    version
+        .blob_files()
+        .map(|b| {
+            let total = b.desc().value_bytes;
+            total - version.blob_live(b.number()).bytes.min(total)
+        })
+        .sum()
 }
 
 /// How many times `max_relocate_bytes` an in-place rewrite relocates

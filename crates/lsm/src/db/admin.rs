@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::cf::{check_name, CfState, ColumnFamily, DEFAULT_COLUMN_FAMILY_NAME};
+use super::cf::{check_name, CfState, ColumnFamily, GcCredit, DEFAULT_COLUMN_FAMILY_NAME};
 use super::{Db, DbInner};
 use crate::column_family::DEFAULT_COLUMN_FAMILY;
 use crate::compaction;
@@ -103,6 +103,7 @@ impl Db {
             dropped: Default::default(),
             compaction_debt: Default::default(),
             min_blob_size,
+            gc_credit: GcCredit::new(0),
         });
         inner.cfs.store(Arc::new(cfs.with(state.clone())));
         Ok(ColumnFamily { state })

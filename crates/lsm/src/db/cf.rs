@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::options::ColumnFamilyOptions;
@@ -46,6 +46,58 @@ pub(crate) struct CfState {
     /// compacted; [`SEPARATION_OFF`] keeps them inline. Set at open from
     /// the options, changed online by `Db::set_min_blob_size`.
     pub min_blob_size: AtomicU64,
+    /// Value bytes the blob collections dearer than `garbage_ratio` may
+    /// still relocate ([`GcCredit`]).
+    pub gc_credit: GcCredit,
+}
+
+/// What the dearer blob collections may spend: [`GC_CREDIT_PER_BYTE`]
+/// bytes relocated per value byte a flush writes to blob files, earned as
+/// flushes install and spent by each in-place rewrite (its relocated value
+/// bytes); the dear collections run only while it is positive. A space
+/// target that would cost more (an overwrite in bursts with pauses between
+/// spreads garbage thinly over every file, and collecting files a twentieth
+/// garbage rewrites 19 bytes per byte freed) is then let slip until garbage
+/// gathers and collecting it cheapens, rather than rewriting values over and
+/// over; a one-off overwrite is collected down to the target.
+#[derive(Debug)]
+pub(crate) struct GcCredit(AtomicI64);
+
+/// Value bytes the dearer blob collections may relocate per value byte
+/// flushed into blob files: collecting at `1 - 1/3` garbage costs 2 bytes
+/// per byte freed, so under bursts the files gather about a third of
+/// garbage before the collections keep up, and the value bytes written
+/// stay within 3 per byte flushed.
+pub(crate) const GC_CREDIT_PER_BYTE: i64 = 2;
+
+impl GcCredit {
+    /// The credit at open: as if the writes that left `garbage_bytes` of
+    /// value bytes unreferenced in blob files had just been flushed.
+    pub fn new(garbage_bytes: u64) -> GcCredit {
+        GcCredit(AtomicI64::new(credit_for(garbage_bytes)))
+    }
+
+    /// A flush wrote `value_bytes` into blob files.
+    pub fn earn(&self, value_bytes: u64) {
+        self.0.fetch_add(credit_for(value_bytes), Ordering::Relaxed);
+    }
+
+    /// An in-place rewrite relocated `value_bytes`.
+    pub fn spend(&self, value_bytes: u64) {
+        let v = i64::try_from(value_bytes).unwrap_or(i64::MAX);
+        self.0.fetch_sub(v, Ordering::Relaxed);
+    }
+
+    /// True while the dearer collections may run.
+    pub fn available(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+}
+
+fn credit_for(value_bytes: u64) -> i64 {
+    i64::try_from(value_bytes)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(GC_CREDIT_PER_BYTE)
 }
 
 /// `CfState::min_blob_size` when separation is off.
@@ -71,8 +123,11 @@ impl CfState {
         self.dropped.load(Ordering::Acquire)
     }
 
-    /// When blob files are collected, as of now.
+    /// When blob files are collected, as of now: with writers paused for
+    /// `writers_idle`, the dearer collections run while the family has
+    /// credit for them.
     pub fn gc_policy(&self, writers_idle: bool) -> GcPolicy {
+        let writers_idle = writers_idle && self.gc_credit.available();
         GcPolicy {
             garbage_ratio: self.options.blob.garbage_ratio,
             space_amp_target: self.options.blob.space_amp_target,

@@ -137,6 +137,8 @@ impl DbInner {
             }
             return Err(install_error(e));
         }
+        cf.gc_credit
+            .earn(blob_files.iter().map(|b| b.value_bytes).sum());
         let blob_bytes: u64 = blob_files.iter().map(|b| b.size).sum();
         self.counters
             .add_flush(files.iter().map(|f| f.size).sum::<u64>() + blob_bytes);
@@ -225,6 +227,10 @@ impl DbInner {
                 // keep the outputs (see `flush_immutables`).
                 return Err(install_error(e));
             }
+        }
+        if c.reason == compaction::CompactionReason::BlobGc {
+            cf.gc_credit
+                .spend(edit.added_blob_files.iter().map(|b| b.value_bytes).sum());
         }
         self.counters
             .add_compaction(c.output_level, stats.bytes_read, stats.bytes_written);

@@ -136,8 +136,12 @@ pub struct BlobOptions {
     /// The most value bytes in blob files per live one that GC lets stand
     /// once writers pause: over it, SSTs are rewritten in place to collect
     /// the files `garbage_ratio` garbage at any time, and the files
-    /// `1 - 1 / target` garbage when writers have paused. Default 1.25;
-    /// 1.05 to 10.
+    /// `1 - 1 / target` garbage when writers have paused, as long as those
+    /// dearer collections have relocated at most 2 value bytes per value
+    /// byte flushed (past that, the target slips until garbage gathers and
+    /// collecting it cheapens). Default 1.05, so that a separated family
+    /// takes no more space than the same data inline once a burst of
+    /// overwrites is collected; 1.05 to 10.
     pub space_amp_target: f64,
     /// The most value bytes in blob files per live one that GC lets stand
     /// under sustained writes: over it, the in-place rewrites collect files
@@ -161,7 +165,7 @@ impl Default for BlobOptions {
             zstd_dictionary_bytes: writer.zstd_dictionary_bytes,
             target_file_bytes: 256 << 20,
             garbage_ratio: 0.5,
-            space_amp_target: 1.25,
+            space_amp_target: 1.05,
             space_amp_limit: 2.0,
             max_relocate_bytes: 128 << 20,
         }

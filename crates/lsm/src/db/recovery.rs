@@ -22,7 +22,7 @@ use strata_fs::FileSystem;
 use strata_log::group_commit::WriteQueue;
 
 use super::background::Background;
-use super::cf::{CfSet, CfState, DEFAULT_COLUMN_FAMILY_NAME};
+use super::cf::{CfSet, CfState, GcCredit, DEFAULT_COLUMN_FAMILY_NAME};
 use super::manifest_log::{snapshot_records, ManifestLog};
 use super::options::Options;
 use super::snapshot::SnapshotList;
@@ -391,6 +391,7 @@ pub(super) fn open(
             dropped: AtomicBool::new(false),
             compaction_debt: AtomicU64::new(debt),
             min_blob_size,
+            gc_credit: GcCredit::new(crate::compaction::blob_garbage_bytes(&f.version)),
         });
         set = set.with(state);
     }
