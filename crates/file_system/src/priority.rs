@@ -11,18 +11,59 @@
 /// thread's when both want a core.
 pub const BACKGROUND_NICE: i32 = 10;
 
-/// Lowers the calling thread's CPU priority to [`BACKGROUND_NICE`]. Best
-/// effort: where it is refused or unsupported, the thread keeps its
-/// priority and works as before.
+/// Lowers the calling thread's CPU priority by [`BACKGROUND_NICE`] (see
+/// [`lower_thread_priority_by`]).
 pub fn lower_thread_priority() {
+    lower_thread_priority_by(BACKGROUND_NICE as u8);
+}
+
+/// Raises the calling thread's nice value by `by`, at most to 19: relative
+/// to the process's own, so a process started under `nice` keeps its
+/// threads' order. Raising it needs no privilege. Best effort: where it is
+/// refused or unsupported, the thread keeps its priority and works as
+/// before, which costs the foreground CPU but nothing else.
+pub fn lower_thread_priority_by(by: u8) {
+    if by == 0 {
+        return;
+    }
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: gettid takes no argument and cannot fail; setpriority with
-        // PRIO_PROCESS and a thread id changes only that thread's nice value
-        // (Linux keeps nice per thread).
+        // SAFETY: plain system calls on the calling thread; Linux keeps the
+        // nice value per thread, and `PRIO_PROCESS` with a thread id reads
+        // or changes only that thread's.
         unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            let _ = libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE);
+            let tid = libc::gettid() as libc::id_t;
+            *libc::__errno_location() = 0;
+            let mut now = libc::getpriority(libc::PRIO_PROCESS, tid);
+            if now == -1 && *libc::__errno_location() != 0 {
+                now = 0;
+            }
+            let _ = libc::setpriority(libc::PRIO_PROCESS, tid, (now + i32::from(by)).min(19));
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn nice() -> i32 {
+        // SAFETY: reads the calling thread's nice value.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    #[test]
+    fn priority_is_lowered_relative_to_the_thread_and_capped() {
+        std::thread::spawn(|| {
+            let start = nice();
+            lower_thread_priority_by(3);
+            assert_eq!(nice(), (start + 3).min(19));
+            lower_thread_priority();
+            assert_eq!(nice(), (start + 3 + BACKGROUND_NICE).min(19));
+            lower_thread_priority_by(19);
+            assert_eq!(nice(), 19, "capped");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -270,7 +270,7 @@ pub(crate) fn start(db: &Arc<DbInner>) {
             .name(name)
             .spawn(move || {
                 if role == Role::Compaction {
-                    lower_cpu_priority(db.options.compaction_nice);
+                    strata_fs::lower_thread_priority_by(db.options.compaction_nice);
                 }
                 worker(&db, role)
             })
@@ -278,30 +278,6 @@ pub(crate) fn start(db: &Arc<DbInner>) {
         threads.push(t);
     }
 }
-
-/// Raises the calling thread's nice value by `by` (at most to 19). Raising
-/// it needs no privilege; a failure leaves the thread as it was, which
-/// costs the foreground CPU but nothing else.
-#[cfg(target_os = "linux")]
-fn lower_cpu_priority(by: u8) {
-    if by == 0 {
-        return;
-    }
-    // SAFETY: plain system calls on the calling thread; on Linux the nice
-    // value of `PRIO_PROCESS` with a thread id is that thread's own.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        *libc::__errno_location() = 0;
-        let mut now = libc::getpriority(libc::PRIO_PROCESS, tid);
-        if now == -1 && *libc::__errno_location() != 0 {
-            now = 0;
-        }
-        libc::setpriority(libc::PRIO_PROCESS, tid, (now + i32::from(by)).min(19));
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn lower_cpu_priority(_by: u8) {}
 
 fn worker(db: &DbInner, role: Role) {
     loop {
