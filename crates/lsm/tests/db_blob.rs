@@ -533,8 +533,9 @@ fn a_dear_collection_waits_for_writers_to_pause() {
 /// Overwrites in bursts with pauses between, at the default space target
 /// (1.05): the first pauses collect the file down to the target, but the
 /// dear collections (a file a twentieth garbage rewrites 19 bytes per byte
-/// freed) spend at most 2 value bytes per value byte flushed, so the later
-/// bursts let the target slip rather than rewrite the file each pause.
+/// freed) spend at most 2 value bytes per value byte flushed, and bank at
+/// most one rewrite of the family's values, so later bursts let the target
+/// slip rather than rewrite the file each pause.
 #[test]
 fn dear_collections_stop_once_they_spent_their_credit() {
     let (_fs, db, _old) = one_compacted_blob_file_at(1.05);
@@ -584,8 +585,8 @@ fn dear_collections_stop_once_they_spent_their_credit() {
         "the target slipped once the credit was spent: {amps:?}"
     );
     // Collecting at every pause would rewrite about the whole file eight
-    // times; the credit (2x the first file's values, plus 2x each burst's)
-    // allows about three.
+    // times; the credit (the first file's values, the most banked, plus 2x
+    // each burst's) allows about three.
     assert!(
         spent < 5 * file_bytes,
         "compactions wrote {spent} bytes over the bursts, the file is {file_bytes}: {amps:?}"

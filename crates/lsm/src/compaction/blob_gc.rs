@@ -122,6 +122,11 @@ pub fn blob_garbage_bytes(version: &Version) -> u64 {
         .sum()
 }
 
+/// The value bytes in `version`'s blob files, garbage included.
+pub fn blob_value_bytes(version: &Version) -> u64 {
+    version.blob_files().map(|b| b.desc().value_bytes).sum()
+}
+
 /// How many times `max_relocate_bytes` an in-place rewrite relocates
 /// while writers pause ([`GcPolicy::relocate_budget`]).
 pub const IDLE_RELOCATE_FACTOR: u64 = 4;

@@ -103,7 +103,7 @@ impl Db {
             dropped: Default::default(),
             compaction_debt: Default::default(),
             min_blob_size,
-            gc_credit: GcCredit::new(0),
+            gc_credit: GcCredit::new(0, 0),
         });
         inner.cfs.store(Arc::new(cfs.with(state.clone())));
         Ok(ColumnFamily { state })

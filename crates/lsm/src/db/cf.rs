@@ -53,8 +53,12 @@ pub(crate) struct CfState {
 
 /// What the dearer blob collections may spend: [`GC_CREDIT_PER_BYTE`]
 /// bytes relocated per value byte a flush writes to blob files, earned as
-/// flushes install and spent by each in-place rewrite (its relocated value
-/// bytes); the dear collections run only while it is positive. A space
+/// flushes install and spent by each in-place rewrite below
+/// `garbage_ratio` (its relocated value bytes); the dear collections run
+/// only while it is positive. At most the
+/// family's value bytes in blob files are banked (one rewrite of them all),
+/// so a long load with no garbage does not pay for years of dear
+/// collections later. A space
 /// target that would cost more (an overwrite in bursts with pauses between
 /// spreads garbage thinly over every file, and collecting files a twentieth
 /// garbage rewrites 19 bytes per byte freed) is then let slip until garbage
@@ -72,26 +76,43 @@ pub(crate) const GC_CREDIT_PER_BYTE: i64 = 2;
 
 impl GcCredit {
     /// The credit at open: as if the writes that left `garbage_bytes` of
-    /// value bytes unreferenced in blob files had just been flushed.
-    pub fn new(garbage_bytes: u64) -> GcCredit {
-        GcCredit(AtomicI64::new(credit_for(garbage_bytes)))
+    /// value bytes unreferenced in blob files had just been flushed, at
+    /// most `cap` (the family's value bytes in blob files).
+    pub fn new(garbage_bytes: u64, cap: u64) -> GcCredit {
+        GcCredit(AtomicI64::new(
+            credit_for(garbage_bytes).min(credit_cap(cap)),
+        ))
     }
 
-    /// A flush wrote `value_bytes` into blob files.
-    pub fn earn(&self, value_bytes: u64) {
-        self.0.fetch_add(credit_for(value_bytes), Ordering::Relaxed);
+    /// A flush wrote `value_bytes` into blob files; the family now holds
+    /// `cap` value bytes in them, the most the credit may reach.
+    pub fn earn(&self, value_bytes: u64, cap: u64) {
+        let (earned, cap) = (credit_for(value_bytes), credit_cap(cap));
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                Some(c.saturating_add(earned).min(cap.max(c)))
+            });
     }
 
-    /// An in-place rewrite relocated `value_bytes`.
+    /// An in-place rewrite below `garbage_ratio` relocated `value_bytes`.
     pub fn spend(&self, value_bytes: u64) {
         let v = i64::try_from(value_bytes).unwrap_or(i64::MAX);
-        self.0.fetch_sub(v, Ordering::Relaxed);
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                Some(c.saturating_sub(v))
+            });
     }
 
     /// True while the dearer collections may run.
     pub fn available(&self) -> bool {
         self.0.load(Ordering::Relaxed) > 0
     }
+}
+
+fn credit_cap(value_bytes: u64) -> i64 {
+    i64::try_from(value_bytes).unwrap_or(i64::MAX)
 }
 
 fn credit_for(value_bytes: u64) -> i64 {

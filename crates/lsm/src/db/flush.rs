@@ -137,8 +137,11 @@ impl DbInner {
             }
             return Err(install_error(e));
         }
-        cf.gc_credit
-            .earn(blob_files.iter().map(|b| b.value_bytes).sum());
+        let blob_value_bytes = crate::compaction::blob_value_bytes(&cf.installer.load().version);
+        cf.gc_credit.earn(
+            blob_files.iter().map(|b| b.value_bytes).sum(),
+            blob_value_bytes,
+        );
         let blob_bytes: u64 = blob_files.iter().map(|b| b.size).sum();
         self.counters
             .add_flush(files.iter().map(|f| f.size).sum::<u64>() + blob_bytes);
@@ -182,7 +185,11 @@ impl DbInner {
         // Blob GC: the version the inputs are in holds the blob files they
         // reference, and reads through it cannot see a file deleted.
         let version = cf.installer.load().version.clone();
-        let files = compaction::blob_gc_candidates(&version, c, &cf.gc_policy(self.writers_idle()));
+        let policy = cf.gc_policy(self.writers_idle());
+        let files = compaction::blob_gc_candidates(&version, c, &policy);
+        // A collection below `garbage_ratio` spends the family's credit;
+        // the cheaper ones run whenever due.
+        let dear = policy.threshold(c, compaction::blob_space_amp(&version)) < policy.garbage_ratio;
         if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
             // An in-place rewrite that would move nothing (the version
             // changed since the pick) would be picked again and again.
@@ -228,7 +235,7 @@ impl DbInner {
                 return Err(install_error(e));
             }
         }
-        if c.reason == compaction::CompactionReason::BlobGc {
+        if dear && c.reason == compaction::CompactionReason::BlobGc {
             cf.gc_credit
                 .spend(edit.added_blob_files.iter().map(|b| b.value_bytes).sum());
         }

@@ -138,8 +138,9 @@ pub struct BlobOptions {
     /// the files `garbage_ratio` garbage at any time, and the files
     /// `1 - 1 / target` garbage when writers have paused, as long as those
     /// dearer collections have relocated at most 2 value bytes per value
-    /// byte flushed (past that, the target slips until garbage gathers and
-    /// collecting it cheapens). Default 1.05, so that a separated family
+    /// byte flushed, banking at most one rewrite of the family's values
+    /// (past that, the target slips until later writes pay for the next
+    /// collection). Default 1.05, so that a separated family
     /// takes no more space than the same data inline once a burst of
     /// overwrites is collected; 1.05 to 10.
     pub space_amp_target: f64,

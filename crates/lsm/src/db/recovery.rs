@@ -391,7 +391,10 @@ pub(super) fn open(
             dropped: AtomicBool::new(false),
             compaction_debt: AtomicU64::new(debt),
             min_blob_size,
-            gc_credit: GcCredit::new(crate::compaction::blob_garbage_bytes(&f.version)),
+            gc_credit: GcCredit::new(
+                crate::compaction::blob_garbage_bytes(&f.version),
+                crate::compaction::blob_value_bytes(&f.version),
+            ),
         });
         set = set.with(state);
     }
