@@ -93,38 +93,24 @@ pub fn garbage_ratio(version: &Version, number: FileNumber) -> f64 {
     1.0 - live as f64 / total as f64
 }
 
+/// The value bytes in `version`'s blob files, garbage included, and the
+/// live ones among them (each file's live bytes at most its own).
+pub fn blob_value_and_live_bytes(version: &Version) -> (u64, u64) {
+    version.blob_files().fold((0, 0), |(total, live), b| {
+        let value = b.desc().value_bytes;
+        let l = version.blob_live(b.number()).bytes.min(value);
+        (total + value, live + l)
+    })
+}
+
 /// The value bytes in `version`'s blob files over the live ones (1 when
 /// it has none; infinite when none is live).
 pub fn blob_space_amp(version: &Version) -> f64 {
-    let (mut total, mut live) = (0u64, 0u64);
-    for b in version.blob_files() {
-        total += b.desc().value_bytes;
-        live += version
-            .blob_live(b.number())
-            .bytes
-            .min(b.desc().value_bytes);
-    }
-    match (total, live) {
+    match blob_value_and_live_bytes(version) {
         (0, _) => 1.0,
         (_, 0) => f64::INFINITY,
-        _ => total as f64 / live as f64,
+        (total, live) => total as f64 / live as f64,
     }
-}
-
-/// The value bytes in `version`'s blob files that no SST references.
-pub fn blob_garbage_bytes(version: &Version) -> u64 {
-    version
-        .blob_files()
-        .map(|b| {
-            let total = b.desc().value_bytes;
-            total - version.blob_live(b.number()).bytes.min(total)
-        })
-        .sum()
-}
-
-/// The value bytes in `version`'s blob files, garbage included.
-pub fn blob_value_bytes(version: &Version) -> u64 {
-    version.blob_files().map(|b| b.desc().value_bytes).sum()
 }
 
 /// How many times `max_relocate_bytes` an in-place rewrite relocates

@@ -33,8 +33,8 @@ mod rate_limiter;
 mod separate;
 
 pub use blob_gc::{
-    blob_garbage_bytes, blob_gc_candidates, blob_space_amp, blob_value_bytes, garbage_ratio,
-    pick_blob_gc, BlobGc, GcPolicy, ReadBlobValue,
+    blob_gc_candidates, blob_space_amp, blob_value_and_live_bytes, garbage_ratio, pick_blob_gc,
+    BlobGc, GcPolicy, ReadBlobValue,
 };
 pub use flush::flush_memtables;
 pub use job::{run_compaction, CompactionStats};

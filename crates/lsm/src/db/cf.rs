@@ -55,15 +55,16 @@ pub(crate) struct CfState {
 /// bytes relocated per value byte a flush writes to blob files, earned as
 /// flushes install and spent by each in-place rewrite below
 /// `garbage_ratio` (its relocated value bytes); the dear collections run
-/// only while it is positive. At most the
-/// family's value bytes in blob files are banked (one rewrite of them all),
-/// so a long load with no garbage does not pay for years of dear
-/// collections later. A space
-/// target that would cost more (an overwrite in bursts with pauses between
-/// spreads garbage thinly over every file, and collecting files a twentieth
-/// garbage rewrites 19 bytes per byte freed) is then let slip until garbage
-/// gathers and collecting it cheapens, rather than rewriting values over and
-/// over; a one-off overwrite is collected down to the target.
+/// only while it is positive. At most the family's value bytes in blob
+/// files are banked (one rewrite of them all), so a long load with no
+/// garbage does not pay for dear collections long after.
+///
+/// Why: a space target that would cost more (an overwrite in bursts with
+/// pauses between spreads garbage thinly over every file, and collecting
+/// files a twentieth garbage rewrites 19 bytes per byte freed) is let slip
+/// until later writes pay for the next collection, rather than rewriting
+/// values over and over; a one-off overwrite is collected down to the
+/// target.
 #[derive(Debug)]
 pub(crate) struct GcCredit(AtomicI64);
 
@@ -79,29 +80,30 @@ impl GcCredit {
     /// value bytes unreferenced in blob files had just been flushed, at
     /// most `cap` (the family's value bytes in blob files).
     pub fn new(garbage_bytes: u64, cap: u64) -> GcCredit {
-        GcCredit(AtomicI64::new(
-            credit_for(garbage_bytes).min(credit_cap(cap)),
-        ))
+        let credit = signed(garbage_bytes).saturating_mul(GC_CREDIT_PER_BYTE);
+        GcCredit(AtomicI64::new(credit.min(signed(cap))))
     }
 
     /// A flush wrote `value_bytes` into blob files; the family now holds
     /// `cap` value bytes in them, the most the credit may reach.
     pub fn earn(&self, value_bytes: u64, cap: u64) {
-        let (earned, cap) = (credit_for(value_bytes), credit_cap(cap));
+        let earned = signed(value_bytes).saturating_mul(GC_CREDIT_PER_BYTE);
+        let cap = signed(cap);
         let _ = self
             .0
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                // A credit over a cap that shrank is kept, not cut.
                 Some(c.saturating_add(earned).min(cap.max(c)))
             });
     }
 
     /// An in-place rewrite below `garbage_ratio` relocated `value_bytes`.
     pub fn spend(&self, value_bytes: u64) {
-        let v = i64::try_from(value_bytes).unwrap_or(i64::MAX);
+        let spent = signed(value_bytes);
         let _ = self
             .0
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                Some(c.saturating_sub(v))
+                Some(c.saturating_sub(spent))
             });
     }
 
@@ -111,14 +113,9 @@ impl GcCredit {
     }
 }
 
-fn credit_cap(value_bytes: u64) -> i64 {
-    i64::try_from(value_bytes).unwrap_or(i64::MAX)
-}
-
-fn credit_for(value_bytes: u64) -> i64 {
-    i64::try_from(value_bytes)
-        .unwrap_or(i64::MAX)
-        .saturating_mul(GC_CREDIT_PER_BYTE)
+/// A byte count as the credit's signed type (saturating).
+fn signed(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 /// `CfState::min_blob_size` when separation is off.

@@ -137,11 +137,12 @@ impl DbInner {
             }
             return Err(install_error(e));
         }
-        let blob_value_bytes = crate::compaction::blob_value_bytes(&cf.installer.load().version);
-        cf.gc_credit.earn(
-            blob_files.iter().map(|b| b.value_bytes).sum(),
-            blob_value_bytes,
-        );
+        if !blob_files.is_empty() {
+            let version = cf.installer.load().version.clone();
+            let (value, _) = compaction::blob_value_and_live_bytes(&version);
+            cf.gc_credit
+                .earn(blob_files.iter().map(|b| b.value_bytes).sum(), value);
+        }
         let blob_bytes: u64 = blob_files.iter().map(|b| b.size).sum();
         self.counters
             .add_flush(files.iter().map(|f| f.size).sum::<u64>() + blob_bytes);
@@ -189,7 +190,8 @@ impl DbInner {
         let files = compaction::blob_gc_candidates(&version, c, &policy);
         // A collection below `garbage_ratio` spends the family's credit;
         // the cheaper ones run whenever due.
-        let dear = policy.threshold(c, compaction::blob_space_amp(&version)) < policy.garbage_ratio;
+        let dear = c.reason == compaction::CompactionReason::BlobGc
+            && policy.threshold(c, compaction::blob_space_amp(&version)) < policy.garbage_ratio;
         if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
             // An in-place rewrite that would move nothing (the version
             // changed since the pick) would be picked again and again.
@@ -235,7 +237,7 @@ impl DbInner {
                 return Err(install_error(e));
             }
         }
-        if dear && c.reason == compaction::CompactionReason::BlobGc {
+        if dear {
             cf.gc_credit
                 .spend(edit.added_blob_files.iter().map(|b| b.value_bytes).sum());
         }

@@ -140,9 +140,10 @@ pub struct BlobOptions {
     /// dearer collections have relocated at most 2 value bytes per value
     /// byte flushed, banking at most one rewrite of the family's values
     /// (past that, the target slips until later writes pay for the next
-    /// collection). Default 1.05, so that a separated family
-    /// takes no more space than the same data inline once a burst of
-    /// overwrites is collected; 1.05 to 10.
+    /// collection). Default 1.05: with less, the keys and references
+    /// separation adds leave a family of 1 KiB values larger than the same
+    /// data inline after an overwrite (`docs/bench/lsm-blob.md`); 1.05 to
+    /// 10.
     pub space_amp_target: f64,
     /// The most value bytes in blob files per live one that GC lets stand
     /// under sustained writes: over it, the in-place rewrites collect files

@@ -391,10 +391,10 @@ pub(super) fn open(
             dropped: AtomicBool::new(false),
             compaction_debt: AtomicU64::new(debt),
             min_blob_size,
-            gc_credit: GcCredit::new(
-                crate::compaction::blob_garbage_bytes(&f.version),
-                crate::compaction::blob_value_bytes(&f.version),
-            ),
+            gc_credit: {
+                let (value, live) = crate::compaction::blob_value_and_live_bytes(&f.version);
+                GcCredit::new(value - live, value)
+            },
         });
         set = set.with(state);
     }
