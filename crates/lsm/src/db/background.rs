@@ -90,14 +90,19 @@ const IDLE_POLL: Duration = Duration::from_millis(500);
 /// `garbage_ratio` run (`GcPolicy::writers_idle`).
 const WRITERS_IDLE_AFTER: Duration = Duration::from_millis(500);
 
+/// How long without a memtable switch before recycled WAL files give back
+/// their spare space although writers still write.
+const WAL_SPARES_KEPT_FOR: Duration = Duration::from_secs(10);
+
 enum Job {
     Flush(ColumnFamilyId),
     Compact(Arc<CfState>, Compaction),
     /// Delete the files that nothing reaches any more. A file a running
     /// job, an iterator or a snapshot read held when it became obsolete is
     /// queued when that holder lets go; jobs delete the queue when they end,
-    /// and an idle engine, which runs none, every `IDLE_POLL`.
-    Sweep,
+    /// and an idle engine, which runs none, every `IDLE_POLL`. Once
+    /// writers pause, recycled WAL files are cut back too.
+    Idle,
 }
 
 /// The scheduling state and the threads.
@@ -298,14 +303,18 @@ fn worker(db: &DbInner, role: Role) {
                             s.compact_queue.push_back(*id);
                         }
                     }
-                    if !db.obsolete.is_empty() {
-                        break Job::Sweep;
+                    if !db.obsolete.is_empty() || db.wal_trim_due() {
+                        break Job::Idle;
                     }
                 }
             }
         };
         match job {
-            Job::Sweep => {}
+            Job::Idle => {
+                if db.wal_trim_due() {
+                    db.trim_wal_files();
+                }
+            }
             Job::Flush(cf) => {
                 db.run_flush(cf);
                 let mut s = db.bg.state.lock();
@@ -387,6 +396,13 @@ impl DbInner {
     /// collections (see `GcPolicy`).
     pub(super) fn writers_idle(&self) -> bool {
         self.counters.writers_idle(WRITERS_IDLE_AFTER)
+    }
+
+    /// Whether recycled WAL files should give back their spare space:
+    /// writers paused, or memtables switch so seldom that the spares wait
+    /// long for a use.
+    fn wal_trim_due(&self) -> bool {
+        self.writers_idle() || self.wal_keeper.no_switch_for(WAL_SPARES_KEPT_FOR)
     }
 
     /// Queues every family for a compaction check (at open).

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::read_state::{Install, InstallError};
 use crate::version::{FileDesc, VersionEdit};
-use crate::wal::parse_wal_file_name;
+use crate::wal::{parse_wal_file_name, wal_file_name};
 
 /// A flush writes one L0 file, however large (L0 files are not cut).
 const FLUSH_FILE_BYTES: u64 = u64::MAX;
@@ -303,13 +303,34 @@ impl DbInner {
         let Ok(names) = self.fs.list(&self.dir) else {
             return;
         };
-        for name in names {
-            if let Some(n) = parse_wal_file_name(&name) {
-                if n < keep_from {
-                    let _ = self.fs.remove(&self.dir.join(&name));
-                }
+        let mut obsolete: Vec<u64> = names
+            .iter()
+            .filter_map(|name| parse_wal_file_name(name))
+            .filter(|n| *n < keep_from)
+            .collect();
+        obsolete.sort_unstable();
+        // The newest goes to the WAL thread's pool, to become a later
+        // file (its blocks, and likely its pages, are still warm).
+        if let Some(newest) = obsolete.pop() {
+            let path = self.dir.join(wal_file_name(newest));
+            if !self.wal_keeper.recycle(path.clone()) {
+                let _ = self.fs.remove(&path);
             }
         }
+        for n in obsolete {
+            let _ = self.fs.remove(&self.dir.join(wal_file_name(n)));
+        }
+    }
+
+    /// Gives back the space recycled WAL files hold past their appends:
+    /// once writers pause, the pool and the old bytes of the files made
+    /// ahead and in use only hold space (`wal/keeper/`).
+    /// Both calls are no-ops when there is nothing to give back.
+    pub(super) fn trim_wal_files(&self) {
+        // No file is allocated ahead of its appends further than either.
+        let keep_ahead = crate::wal::ALLOCATE_AHEAD.min(self.wal_keeper.prealloc());
+        self.wal.lock().trim_recycled_tail(keep_ahead);
+        self.wal_keeper.trim();
     }
 }
 

@@ -9,7 +9,7 @@
 //!    to switch memtables, check latches, take seqnos and append, so that
 //!    seqno order is WAL order; by flushes to read the current WAL number.
 //!    Memtable inserts happen after it is released. The WAL thread's state
-//!    (`wal/keeper.rs`, a leaf) is taken under it, never the reverse;
+//!    (`wal/keeper/`, a leaf) is taken under it, never the reverse;
 //! 3. a column family's installer lock (inside its `Installer`): one
 //!    flush, compaction or ingestion of that family installs at a time;
 //! 4. `manifest_sync`: held for one manifest sync made after an install
@@ -151,7 +151,7 @@ pub(crate) struct DbInner {
     queue: WriteQueue<WriteRequest, Result<()>>,
     wal: Mutex<WalWriter>,
     /// Makes the next WAL file ahead and closes retired ones
-    /// (`wal/keeper.rs`).
+    /// (`wal/keeper/`).
     wal_keeper: WalKeeper,
     manifest: Mutex<ManifestLog>,
     /// Held for a manifest sync made outside `manifest`: one at a time, so

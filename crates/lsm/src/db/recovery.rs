@@ -69,6 +69,7 @@ fn is_engine_file(name: &str) -> bool {
     name.ends_with(".sst")
         || name.ends_with(".blob")
         || wal::parse_wal_file_name(name).is_some()
+        || name == wal::POOL_FILE_NAME
         || manifest::parse_manifest_file_name(name).is_some()
 }
 
@@ -348,7 +349,8 @@ pub(super) fn open(
             _ if manifest::parse_manifest_file_name(&name).is_some() => {
                 manifest::parse_manifest_file_name(&name) != Some(manifest_number)
             }
-            _ => name.ends_with(".tmp"),
+            // The WAL pool holds an obsolete file only.
+            _ => name.ends_with(".tmp") || name == wal::POOL_FILE_NAME,
         };
         if stale {
             let path = dir.join(&name);

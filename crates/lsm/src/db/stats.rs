@@ -164,6 +164,9 @@ pub struct Statistics {
     pub wal_bytes: u64,
     /// WAL syncs.
     pub wal_syncs: u64,
+    /// WAL files made out of older ones no memtable needed (`docs/lsm.md`,
+    /// "WAL files are recycled").
+    pub wal_files_recycled: u64,
     /// Point reads answered by a memtable.
     pub memtable_hits: u64,
     /// Flushes finished, and the bytes of SST they wrote.
@@ -227,6 +230,7 @@ impl Db {
             keys_written: g(&c.keys_written),
             wal_bytes: g(&c.wal_bytes),
             wal_syncs: g(&c.wal_syncs),
+            wal_files_recycled: i.wal_keeper.recycled(),
             memtable_hits: g(&c.memtable_hits),
             flushes: g(&c.flushes),
             flush_bytes: g(&c.flush_bytes),

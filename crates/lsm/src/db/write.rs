@@ -348,7 +348,7 @@ impl DbInner {
         let number = {
             // The next file was made ahead; the WAL thread closes the old
             // one durably (sync, marker, sync) off this path, before any
-            // later file is synced for a writer (`wal/keeper.rs`).
+            // later file is synced for a writer (`wal/keeper/`).
             let next = self.wal_keeper.next_file()?;
             let number = next.number();
             let old = std::mem::replace(wal, next);

@@ -8,7 +8,7 @@
 //!
 //! Invariants:
 //! - A WAL file the writers left is closed durably (sync, an empty-batch
-//!   marker, sync) by the WAL thread (`keeper.rs`), and a later file is
+//!   marker, sync) by the WAL thread (`keeper/`), and a later file is
 //!   synced only after that: a file before the last without its marker was
 //!   caught by a power cut before its close, and no later file holds a
 //!   synced write; replay stops after it. Damage in a file with its marker
@@ -16,6 +16,9 @@
 //! - A file's header and end marker, and its directory entry, are durable
 //!   before [`WalWriter::create`] returns: a last file that cannot show a
 //!   header was never given a record.
+//! - A recycled file is renamed to its WAL name only once its new header
+//!   and end marker are durable, so no WAL name ever shows an old header;
+//!   its old records name the old file's id and read as the clean end.
 //! - Replay applies a prefix of the records, in order: it never applies a
 //!   record after a damaged one.
 
@@ -30,7 +33,7 @@ use std::path::PathBuf;
 
 use strata_log::record::FileFormat;
 
-pub(crate) use keeper::WalKeeper;
+pub(crate) use keeper::{WalKeeper, ALLOCATE_AHEAD};
 pub use replay::replay;
 pub use writer::WalWriter;
 
@@ -49,6 +52,10 @@ pub const WAL_FILE_KIND: u8 = 0;
 pub const WAL_COMPRESS_MIN_BYTES: usize = 512;
 
 const SUFFIX: &str = ".wal";
+
+/// The name of the pool file: an obsolete WAL file kept to be made into the
+/// next one (`keeper/`). Its records are all obsolete: an open removes it.
+pub const POOL_FILE_NAME: &str = "recycled.wal";
 
 /// The name of WAL file `number`: 16 lowercase hex digits and `.wal`.
 pub fn wal_file_name(number: u64) -> String {

@@ -195,7 +195,7 @@ pub(super) fn judge_file(
         Ok(())
     });
     // Only the last file, and a file a power cut caught before its close
-    // (`keeper.rs`), can hold unsynced bytes.
+    // (`keeper/`), can hold unsynced bytes.
     let unsynced_tail = is_last || !closed;
     let end = match end {
         ScanEnd::Zeros | ScanEnd::Stale => End::Clean,

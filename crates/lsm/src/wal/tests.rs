@@ -463,3 +463,84 @@ fn a_one_kib_compressible_write_is_stored_compressed() {
     let (got, _) = collect(&*fs, 0, RecoveryMode::AbsoluteConsistency).unwrap();
     assert_eq!(got, vec![(1, batch.payload().to_vec())]);
 }
+
+/// Makes WAL file `old` with `records` appends, closes it durably and moves
+/// it to the pool, as a flush does with a file no memtable needs.
+fn pooled_file(fs: &Arc<MemFs>, old: u64, records: usize) -> std::path::PathBuf {
+    let w = write_file(fs, old, records, true, true);
+    let pool = Path::new(DIR).join(POOL_FILE_NAME);
+    fs.rename(w.path(), &pool).unwrap();
+    pool
+}
+
+/// A recycled file keeps its old records past the new ones: each names the
+/// old file's id, so replay ends cleanly at the first of them, in every
+/// mode, and never returns one.
+#[test]
+fn a_recycled_file_replays_only_its_own_records() {
+    let fs = fs();
+    let pool = pooled_file(&fs, 5, 40);
+    let old_len = read(&fs, &pool).len();
+    let mut w = WalWriter::recycle(fs.clone(), Path::new(DIR), &pool, 9).unwrap();
+    assert!(w.has_recycled_tail());
+    assert!(!fs.exists(&pool), "the pool file is renamed");
+    w.append(&[b"9-0"]).unwrap();
+    w.append(&[b"9-1"]).unwrap();
+    w.sync().unwrap();
+    let path = Path::new(DIR).join(wal_file_name(9));
+    let bytes = read(&fs, &path);
+    assert_eq!(bytes.len(), old_len, "the old bytes are written over");
+    assert!(
+        bytes.windows(4).any(|w| w == b"5-39"),
+        "the old file's last records are still there"
+    );
+    for mode in MODES {
+        let (got, r) = collect(&*fs, 0, mode).unwrap();
+        assert_eq!(
+            got,
+            vec![(9, b"9-0".to_vec()), (9, b"9-1".to_vec())],
+            "{mode:?}"
+        );
+        assert_eq!(r.files, vec![9], "{mode:?}");
+        assert!(r.cuts.is_empty(), "{mode:?}");
+    }
+}
+
+/// Once trimmed, a recycled file keeps its records and `keep_ahead` bytes
+/// past them; trimming again, or a file that was never recycled, does
+/// nothing.
+#[test]
+fn trimming_a_recycled_file_keeps_its_records() {
+    let fs = fs();
+    let pool = pooled_file(&fs, 5, 400);
+    let mut w = WalWriter::recycle(fs.clone(), Path::new(DIR), &pool, 9).unwrap();
+    w.append(&[b"9-0"]).unwrap();
+    let path = Path::new(DIR).join(wal_file_name(9));
+    let keep_ahead = 100;
+    assert!(read(&fs, &path).len() as u64 > w.bytes() + keep_ahead);
+    w.trim_recycled_tail(keep_ahead);
+    assert!(!w.has_recycled_tail());
+    assert_eq!(read(&fs, &path).len() as u64, w.bytes() + keep_ahead);
+    w.append(&[b"9-1"]).unwrap();
+    w.close_durably().unwrap();
+    let len = read(&fs, &path).len();
+    w.trim_recycled_tail(0);
+    assert_eq!(read(&fs, &path).len(), len, "trimmed once only");
+    let (got, _) = collect(&*fs, 0, RecoveryMode::AbsoluteConsistency).unwrap();
+    assert_eq!(got.len(), 3, "two records and the close's marker: {got:?}");
+}
+
+/// A pool file whose new header is written but whose rename a crash lost
+/// is not a WAL file: replay ignores it.
+#[test]
+fn a_pool_file_is_never_replayed() {
+    let fs = fs();
+    let pool = pooled_file(&fs, 5, 3);
+    let f = fs.open(&pool, true).unwrap();
+    let header = WAL_FORMAT.encode_header(WAL_FILE_KIND, 9);
+    f.write_at(0, &header).unwrap();
+    write_file(&fs, 7, 2, true, false);
+    let (got, r) = collect(&*fs, 0, RecoveryMode::AbsoluteConsistency).unwrap();
+    assert_eq!(r.files, vec![7]);
+    assert_eq!(got.len(), 2);
+}

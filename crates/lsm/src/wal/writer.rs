@@ -21,6 +21,9 @@ pub struct WalWriter {
     path: PathBuf,
     appender: Appender,
     writeback: WritebackPacer,
+    /// The file is a recycled one whose old bytes past the appends have
+    /// not been trimmed yet (`trim_recycled_tail`).
+    recycled_tail: bool,
 }
 
 impl WalWriter {
@@ -42,12 +45,7 @@ impl WalWriter {
             Ok(appender)
         });
         match made {
-            Ok(appender) => Ok(WalWriter {
-                number,
-                path,
-                writeback: WritebackPacer::new(crate::WRITEBACK_BYTES, appender.offset()),
-                appender,
-            }),
+            Ok(appender) => Ok(WalWriter::new(number, path, appender, false)),
             Err(e) => {
                 // Leave no half-made file to be taken for a log. Whether the
                 // removal is durable does not matter: replay takes a last file
@@ -55,6 +53,76 @@ impl WalWriter {
                 let _ = fs.remove(&path);
                 Err(e)
             }
+        }
+    }
+
+    /// Makes WAL file `number` in `dir` out of `pool`, an old WAL file no
+    /// memtable needs: writes the new header and end marker over its start
+    /// and syncs them, then renames it into place and syncs the directory.
+    /// Its old records stay past the end marker; each names the old file's
+    /// id, so replay reads the first of them as the clean end
+    /// (`docs/format/record_file.md`). The name comes last, so a file under
+    /// a WAL name always shows its own header, and a crash before the
+    /// rename leaves only the pool file, which the next open removes.
+    ///
+    /// Writing over blocks (and cached pages) an old file already holds
+    /// spares the file system the allocation and the page cache the fresh
+    /// pages a new file needs (`docs/lsm.md`, "WAL files are recycled").
+    /// On failure nothing is under the new name, and the caller removes
+    /// the pool file (its start may be half rewritten).
+    pub fn recycle(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        pool: &Path,
+        number: u64,
+    ) -> Result<WalWriter> {
+        let path = dir.join(wal_file_name(number));
+        let file = fs.open(pool, true).map_err(Error::io("open", pool))?;
+        let appender = Appender::create(
+            file,
+            &WAL_FORMAT,
+            WAL_FILE_KIND,
+            number,
+            Some(WAL_COMPRESS_MIN_BYTES),
+        )
+        .map_err(Error::io("write header", pool))?;
+        fs.rename(pool, &path).map_err(Error::io("rename", pool))?;
+        if let Err(e) = fs.sync_dir(dir) {
+            let _ = fs.remove(&path);
+            return Err(Error::io("sync dir", dir)(e));
+        }
+        Ok(WalWriter::new(number, path, appender, true))
+    }
+
+    fn new(number: u64, path: PathBuf, appender: Appender, recycled_tail: bool) -> WalWriter {
+        WalWriter {
+            number,
+            path,
+            writeback: WritebackPacer::new(crate::WRITEBACK_BYTES, appender.offset()),
+            appender,
+            recycled_tail,
+        }
+    }
+
+    /// Whether the file is recycled and its old bytes past the appends are
+    /// still there.
+    pub(crate) fn has_recycled_tail(&self) -> bool {
+        self.recycled_tail
+    }
+
+    /// Gives back a recycled file's old bytes more than `keep_ahead` past
+    /// its appends (and end marker), once: called while nothing appends
+    /// (under the WAL lock for the file in use). A hint: a failed truncate
+    /// only keeps the space.
+    pub(crate) fn trim_recycled_tail(&mut self, keep_ahead: u64) {
+        if !self.recycled_tail {
+            return;
+        }
+        self.recycled_tail = false;
+        let file = self.appender.file();
+        let keep = self.bytes() + keep_ahead;
+        if file.len().is_ok_and(|len| len > keep) {
+            let _ = file.truncate(keep);
         }
     }
 
