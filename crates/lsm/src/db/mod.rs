@@ -294,7 +294,14 @@ impl DbInner {
         let synced = if self.stopped.load(Ordering::Acquire) {
             Ok(())
         } else {
-            retired.and_then(|()| self.wal.lock().close_durably())
+            retired.and_then(|()| {
+                let mut wal = self.wal.lock();
+                wal.close_durably()?;
+                // Its preallocated zeros, or a recycled file's old bytes,
+                // would hold space until the next open.
+                wal.cut_at_end();
+                Ok(())
+            })
         };
         self.delete_obsolete_files();
         if let Some(why) = self.error.lock().clone() {

@@ -126,6 +126,17 @@ impl WalWriter {
         }
     }
 
+    /// Cuts the file at the end of its records (once no more appends
+    /// come: at a clean close). A hint, like the trim.
+    pub(crate) fn cut_at_end(&mut self) {
+        self.recycled_tail = false;
+        let file = self.appender.file();
+        let end = self.bytes();
+        if file.len().is_ok_and(|len| len > end) {
+            let _ = file.truncate(end);
+        }
+    }
+
     /// Reserves the file's blocks up to `len` bytes (zeros past the
     /// records, which replay reads as the end), so that appends write into
     /// allocated blocks: on ext4 a growing file's appends allocate and
