@@ -76,10 +76,11 @@ pub struct ColumnFamilyOptions {
     /// Bytes after which the active memtable is switched for a new one and
     /// flushed. Default 64 MiB; 4 KiB to 4 GiB.
     pub write_buffer_bytes: u64,
-    /// Memtables (the active one and those waiting for a flush) after which
-    /// writers wait for a flush; from 3, one memtable short of it writes are
-    /// slowed to 64 MiB/s so that the running flush can finish first.
-    /// Default 4; 2 to 64.
+    /// Memtables (the active one and those waiting for a flush) the family
+    /// may hold: once they are all full, writers wait for a flush; from 3,
+    /// writes that fill the last one are slowed to 64 MiB/s so that the
+    /// running flush can finish first (RocksDB's `max_write_buffer_number`
+    /// paces writes the same way). Default 4; 2 to 64.
     pub max_write_buffers: usize,
     /// How SST files are laid out.
     pub table: SstWriterOptions,

@@ -24,10 +24,10 @@ use crate::wal::WalWriter;
 /// The longest a writer is slowed down per write when compaction lags.
 const SLOWDOWN_MAX: Duration = Duration::from_millis(2);
 
-/// The pace writes are held to while the memtables are one short of
-/// `max_write_buffers`: slower than a flush, so that the running flush ends
-/// before the last memtable fills and writers never stop for it (a stop
-/// waits for a whole flush, 150-250 ms under compaction here).
+/// The pace writes are held to while they fill the last memtable
+/// `max_write_buffers` allows: slower than a flush, so that the running
+/// flush ends before that memtable fills and writers never stop for it (a
+/// stop waits for a whole flush, 150-250 ms under compaction here).
 const MEMTABLE_SLOWDOWN_BYTES_PER_SEC: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// How long a stopped writer sleeps between checks.
@@ -178,9 +178,10 @@ impl DbInner {
     /// Waits or sleeps while the touched families are too far behind:
     /// smoothly (a delay growing with L0 files and compaction debt between
     /// their slowdown and stop marks), and stops at the marks or when the
-    /// memtables are all full; one memtable short of that, a write of
+    /// memtables are all full; while writes fill the last one, a write of
     /// `bytes` waits as long as [`MEMTABLE_SLOWDOWN_BYTES_PER_SEC`] takes
-    /// to pass them. Counted in the statistics.
+    /// to pass them (RocksDB's `max_write_buffer_number` works so too).
+    /// Counted in the statistics.
     fn pace(&self, options: &WriteOptions, touched: &[Arc<CfState>], bytes: usize) -> Result<()> {
         let start = Instant::now();
         let mut stalled = false;
@@ -199,7 +200,12 @@ impl DbInner {
                 let o = &cf.options;
                 let c = &o.compaction;
                 let l0 = state.version.level_len(0);
-                if state.immutables.len() + 1 >= o.max_write_buffers {
+                // The active memtable is the last one allowed: writes fill
+                // it slowly, and stop once it is full (or once more wait,
+                // after a switch the engine asked for).
+                let last = state.immutables.len() + 1 >= o.max_write_buffers;
+                let full = state.active.approximate_bytes() as u64 >= o.write_buffer_bytes;
+                if (last && full) || state.immutables.len() >= o.max_write_buffers {
                     stop = Some((
                         DelayCause::Memtables,
                         format!(
@@ -210,7 +216,7 @@ impl DbInner {
                     ));
                     break;
                 }
-                if o.max_write_buffers >= 3 && state.immutables.len() + 2 >= o.max_write_buffers {
+                if o.max_write_buffers >= 3 && last {
                     let d = bytes as f64 / MEMTABLE_SLOWDOWN_BYTES_PER_SEC;
                     slow(DelayCause::Memtables, d / SLOWDOWN_MAX.as_secs_f64());
                 }
