@@ -323,9 +323,10 @@ impl DbInner {
     }
 
     /// Gives back the space recycled WAL files hold past their appends:
-    /// once writers pause, the pool and the old bytes of the files made
-    /// ahead and in use only hold space (`wal/keeper/`).
-    /// Both calls are no-ops when there is nothing to give back.
+    /// once writers pause (or memtables switch seldom), the pool and the
+    /// old bytes of the files made ahead and in use only hold space
+    /// (`wal/keeper/`). Both calls are no-ops when there is nothing to give
+    /// back.
     pub(super) fn trim_wal_files(&self) {
         // No file is allocated ahead of its appends further than either.
         let keep_ahead = crate::wal::ALLOCATE_AHEAD.min(self.wal_keeper.prealloc());
