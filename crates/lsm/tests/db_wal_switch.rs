@@ -162,6 +162,25 @@ fn wal_bytes(mem: &MemFs) -> u64 {
         .sum()
 }
 
+/// Writes `rounds` batches of 8 values of 128 KiB (round `r` puts keys
+/// `8r..8r+8`), flushing after each: every batch makes a WAL file of 1 MiB,
+/// and every flush hands the one before to the pool.
+fn write_and_flush_rounds(db: &Db, rounds: u32) {
+    let cf = db.default_column_family();
+    for round in 0..rounds {
+        let mut b = strata_lsm::WriteBatch::new();
+        for i in 0..8 {
+            b.put(
+                cf.id(),
+                &key(round * 8 + i),
+                &value(u64::from(round), 128 << 10),
+            );
+        }
+        db.write(&WriteOptions::default(), &b).expect("write");
+        db.flush(&cf, true).expect("flush");
+    }
+}
+
 /// A flush hands the WAL file it no longer needs to the pool, and the next
 /// file is made out of it; once writers pause, the pool goes and the
 /// recycled files' old bytes past their appends are cut back. A pool file
@@ -175,18 +194,7 @@ fn recycled_wal_files_give_back_their_spare_bytes_once_writers_pause() {
     options.default_column_family.write_buffer_bytes = 64 << 10;
     let db = open(&mem, options.clone()).expect("open");
     let cf = db.default_column_family();
-    for round in 0..8u32 {
-        let mut b = strata_lsm::WriteBatch::new();
-        for i in 0..8 {
-            b.put(
-                cf.id(),
-                &key(round * 8 + i),
-                &value(u64::from(round), 128 << 10),
-            );
-        }
-        db.write(&WriteOptions::default(), &b).expect("write");
-        db.flush(&cf, true).expect("flush");
-    }
+    write_and_flush_rounds(&db, 8);
     assert!(
         db.statistics().wal_files_recycled > 0,
         "no WAL file was recycled"
@@ -250,19 +258,7 @@ fn a_close_leaves_no_recycled_bytes_behind() {
     let mut options = small_options();
     options.default_column_family.write_buffer_bytes = 64 << 10;
     let db = open(&mem, options.clone()).expect("open");
-    let cf = db.default_column_family();
-    for round in 0..6u32 {
-        let mut b = strata_lsm::WriteBatch::new();
-        for i in 0..8 {
-            b.put(
-                cf.id(),
-                &key(round * 8 + i),
-                &value(u64::from(round), 128 << 10),
-            );
-        }
-        db.write(&WriteOptions::default(), &b).expect("write");
-        db.flush(&cf, true).expect("flush");
-    }
+    write_and_flush_rounds(&db, 6);
     put(&db, 1000, false);
     assert!(db.statistics().wal_files_recycled > 0);
     db.close().expect("close");

@@ -100,9 +100,11 @@ enum Job {
     /// Delete the files that nothing reaches any more. A file a running
     /// job, an iterator or a snapshot read held when it became obsolete is
     /// queued when that holder lets go; jobs delete the queue when they end,
-    /// and an idle engine, which runs none, every `IDLE_POLL`. Once
-    /// writers pause, recycled WAL files are cut back too.
-    Idle,
+    /// and an idle engine, which runs none, every `IDLE_POLL`; with
+    /// `trim_wal`, recycled WAL files are cut back too.
+    Idle {
+        trim_wal: bool,
+    },
 }
 
 /// The scheduling state and the threads.
@@ -303,15 +305,16 @@ fn worker(db: &DbInner, role: Role) {
                             s.compact_queue.push_back(*id);
                         }
                     }
-                    if !db.obsolete.is_empty() || db.wal_trim_due() {
-                        break Job::Idle;
+                    let trim_wal = db.wal_trim_due();
+                    if trim_wal || !db.obsolete.is_empty() {
+                        break Job::Idle { trim_wal };
                     }
                 }
             }
         };
         match job {
-            Job::Idle => {
-                if db.wal_trim_due() {
+            Job::Idle { trim_wal } => {
+                if trim_wal {
                     db.trim_wal_files();
                 }
             }

@@ -115,25 +115,25 @@ impl WalWriter {
     /// (under the WAL lock for the file in use). A hint: a failed truncate
     /// only keeps the space.
     pub(crate) fn trim_recycled_tail(&mut self, keep_ahead: u64) {
-        if !self.recycled_tail {
-            return;
-        }
-        self.recycled_tail = false;
-        let file = self.appender.file();
-        let keep = self.bytes() + keep_ahead;
-        if file.len().is_ok_and(|len| len > keep) {
-            let _ = file.truncate(keep);
+        if self.recycled_tail {
+            self.cut_past(keep_ahead);
         }
     }
 
     /// Cuts the file at the end of its records (once no more appends
     /// come: at a clean close). A hint, like the trim.
     pub(crate) fn cut_at_end(&mut self) {
+        self.cut_past(0);
+    }
+
+    /// Truncates the file to `keep_ahead` bytes past its end marker if it
+    /// is longer; its old bytes, if any, are gone either way.
+    fn cut_past(&mut self, keep_ahead: u64) {
         self.recycled_tail = false;
         let file = self.appender.file();
-        let end = self.bytes();
-        if file.len().is_ok_and(|len| len > end) {
-            let _ = file.truncate(end);
+        let keep = self.bytes() + keep_ahead;
+        if file.len().is_ok_and(|len| len > keep) {
+            let _ = file.truncate(keep);
         }
     }
 

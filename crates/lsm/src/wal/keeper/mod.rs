@@ -32,12 +32,12 @@
 //!   made ahead, 144 MiB with 64 MiB memtables) on disk as zeros; 16 MiB
 //!   pieces still held 32 MiB once writes paused (a settled 2 GiB database
 //!   took 1.03x RocksDB's bytes, all of it those zeros).
-//!
 //! - WAL files are recycled through a pool of one: a flush hands the newest
 //!   WAL file it no longer needs to this thread ([`WalKeeper::recycle`]),
 //!   which renames it to the pool name; the next file made ahead is the
 //!   pool file with a new header (`WalWriter::recycle`). Writing over an
-//!   old file's blocks made 16 KiB writes 25-40% faster (`docs/lsm.md`).
+//!   old file's blocks made 16 KiB fills 40% and overwrites 31% faster
+//!   (medians of 3, `docs/lsm.md`).
 //!   The pool and the old bytes of recycled files cost up to two files'
 //!   size on disk, so once writers pause the pool is removed and recycled
 //!   files are cut back ([`WalKeeper::trim`]).
@@ -103,9 +103,6 @@ struct Shared {
     dir: PathBuf,
     /// Where a recycled file waits ([`POOL_FILE_NAME`] in `dir`).
     pool: PathBuf,
-    /// A recycled file's old bytes may be held (in the pool, the file made
-    /// ahead or the file in use) since the last trim.
-    untrimmed: AtomicBool,
     /// Files made out of the pool file.
     recycled: AtomicU64,
     /// The most bytes a file is allocated to ahead of its appends (its
@@ -150,7 +147,6 @@ impl WalKeeper {
             fs,
             pool: dir.join(POOL_FILE_NAME),
             dir,
-            untrimmed: AtomicBool::new(false),
             recycled: AtomicU64::new(0),
             prealloc,
             next_file,
@@ -257,11 +253,12 @@ impl WalKeeper {
     /// WAL lock (`WalWriter::trim_recycled_tail`).
     pub fn trim(&self) {
         let s = &self.shared;
-        if !s.untrimmed.swap(false, Ordering::AcqRel) {
-            return;
+        let mut st = s.state.lock();
+        if st.pooled || st.ready.as_ref().is_some_and(WalWriter::has_recycled_tail) {
+            st.trim = true;
+            drop(st);
+            s.changed.notify_all();
         }
-        s.state.lock().trim = true;
-        s.changed.notify_all();
     }
 
     /// Asks the thread to start writing back `range` (merged with a range

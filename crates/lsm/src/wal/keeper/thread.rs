@@ -109,9 +109,7 @@ pub(super) fn run(s: &Shared) {
                 if !pooled {
                     let _ = s.fs.remove(&path);
                 }
-                let mut st = s.state.lock();
-                st.pooled = pooled;
-                s.untrimmed.fetch_or(pooled, Ordering::AcqRel);
+                s.state.lock().pooled = pooled;
             }
             Work::Trim { pool, ready } => {
                 if pool {
@@ -139,7 +137,6 @@ pub(super) fn run(s: &Shared) {
                     })
                     .flatten();
                 if recycled.is_some() {
-                    s.untrimmed.store(true, Ordering::Release);
                     s.recycled.fetch_add(1, Ordering::Relaxed);
                 }
                 let made =
