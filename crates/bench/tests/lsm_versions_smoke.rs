@@ -102,6 +102,56 @@ fn strata_reports_every_size_with_its_install_timing() {
     );
 }
 
+/// Paced readers make no more loops than their pace allows (unpaced ones
+/// make thousands a second), and the records say the pace.
+#[test]
+fn paced_readers_keep_to_their_pace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
+        .args([
+            "lsm-versions",
+            "--engines",
+            "strata",
+            "--files",
+            "20",
+            "--seconds",
+            "1",
+            "--readers",
+            "2",
+            "--reader-loops-per-sec",
+            "50",
+            "--target-file-bytes",
+            "4K",
+            "--write-buffer-bytes",
+            "16K",
+            "--block-cache",
+            "1M",
+            "--json",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "lsm-versions failed: {stderr}");
+    let size: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["kind"] == "size")
+        .expect("a size record");
+    let seconds = size["seconds"].as_f64().unwrap();
+    let loops = size["reader_loops"].as_u64().unwrap() as f64;
+    // Each reader: one loop at once, then one every 1/50 s.
+    assert!(
+        loops > 0.0 && loops <= 2.0 * (50.0 * seconds + 1.0),
+        "{size}"
+    );
+    assert_eq!(
+        size["params"]["reader_loops_per_sec_limit"].as_u64(),
+        Some(50)
+    );
+}
+
 #[cfg(not(feature = "peer-rocksdb"))]
 #[test]
 fn naming_rocksdb_without_its_feature_is_a_clear_error() {

@@ -66,6 +66,13 @@ pub struct VersionsArgs {
     /// Reader threads.
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub(super) readers: usize,
+    /// Loops per second each reader makes (0: as fast as it can, the
+    /// default). Paced readers sleep between loops, as readers serving
+    /// requests do: they leave the cores to the writer and the engine's
+    /// background threads, so that a slow call is the engine's and not a
+    /// reader waiting for a core that the other busy readers hold.
+    #[arg(long, default_value_t = 0)]
+    pub(super) reader_loops_per_sec: u64,
     /// Keys per second the writer of the measured phase puts (0: as fast as
     /// it can). Limited by default, so that on a small machine the readers'
     /// tail measures the engine rather than a CPU the writer saturates.

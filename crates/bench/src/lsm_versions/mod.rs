@@ -53,6 +53,7 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
         key_bytes: args.key_bytes,
         value_bytes: args.value_bytes,
         readers: args.readers,
+        reader_loops_per_sec_limit: args.reader_loops_per_sec,
         writer_keys_per_sec_limit: args.writer_keys_per_sec,
         settings,
         tuning,
@@ -61,7 +62,8 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
     if !args.json {
         println!(
             "lsm-versions: sizes {} files; keys {} B, values {} B; memtable {}, file {}, \
-             base level {}, cache {}, {} background threads; {} readers, writer {} keys/s, \
+             base level {}, cache {}, {} background threads; {} readers {}, \
+             writer {} keys/s, \
              {} s per size",
             args.files
                 .iter()
@@ -76,6 +78,11 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
             fmt_bytes(settings.block_cache_bytes),
             settings.background_threads,
             args.readers,
+            if args.reader_loops_per_sec == 0 {
+                "unpaced".to_string()
+            } else {
+                format!("at {} loops/s each", fmt_count(args.reader_loops_per_sec))
+            },
             if args.writer_keys_per_sec == 0 {
                 "unpaced".to_string()
             } else {
@@ -87,6 +94,7 @@ pub fn run(args: &VersionsArgs) -> Result<(), BenchError> {
     let spec = |driver: Driver, keys: u64| PhaseSpec {
         driver,
         readers: args.readers,
+        reader_loops_per_sec: args.reader_loops_per_sec,
         keys,
         order: args.grow_by.key_order(),
     };

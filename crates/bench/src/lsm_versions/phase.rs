@@ -13,7 +13,8 @@
 //!   `writer_keys_per_sec` when that is above 0.
 //! - Each reader loops: take a snapshot and drop it; create an unbounded
 //!   iterator, seek to a random key, read one entry, drop it; the same with
-//!   an iterator bounded to that one key's range; a point get.
+//!   an iterator bounded to that one key's range; a point get. Paced to
+//!   `reader_loops_per_sec` when that is above 0, sleeping between loops.
 //! - The main thread looks at the live file count every [`SAMPLE_EVERY`].
 //!
 //! Concurrency: the threads share a stop flag and the first error; each
@@ -82,6 +83,8 @@ pub struct PhaseSpec {
     pub driver: Driver,
     /// Reader threads.
     pub readers: usize,
+    /// Each reader's pace in loops/s (0: as fast as it can).
+    pub reader_loops_per_sec: u64,
     /// The first `keys` keys written, in `order`, are present.
     pub keys: u64,
     /// The order the growth wrote the keys in.
@@ -270,7 +273,7 @@ pub fn run(
     let (ops, loops) = thread::scope(|s| -> Result<(OpHistograms, u64), BenchError> {
         let shared = &shared;
         let readers: Vec<_> = (0..spec.readers)
-            .map(|r| s.spawn(move || reader(engine, space, keys, spec.order, r as u64, shared)))
+            .map(|r| s.spawn(move || reader(engine, space, keys, spec, r as u64, shared)))
             .collect();
         let duration = match spec.driver {
             Driver::Churn {
@@ -371,10 +374,11 @@ fn reader(
     engine: &dyn VersionsEngine,
     space: &KeySpace,
     keys: u64,
-    order: KeyOrder,
+    spec: &PhaseSpec,
     id: u64,
     shared: &Shared,
 ) -> (OpHistograms, u64) {
+    let order = spec.order;
     let mut h = OpHistograms::new();
     let mut rng = SplitMix::new(0x5245_4144 ^ (id << 32));
     let mut loops = 0;
@@ -400,7 +404,16 @@ fn reader(
         h.get.record(start.elapsed(), before);
         Ok(())
     };
+    let start = Instant::now();
+    let pace = spec.reader_loops_per_sec;
     while !shared.stop.load(Relaxed) {
+        if pace > 0 {
+            let due = Duration::from_secs_f64(loops as f64 / pace as f64);
+            if let Some(ahead) = due.checked_sub(start.elapsed()) {
+                thread::sleep(ahead.min(SAMPLE_EVERY));
+                continue;
+            }
+        }
         if let Err(e) = one() {
             shared.fail(e);
             break;

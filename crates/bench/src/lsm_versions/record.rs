@@ -23,6 +23,8 @@ pub struct Params {
     pub value_bytes: u64,
     /// Reader threads.
     pub readers: usize,
+    /// Each reader's pace limit in loops/s (0: none).
+    pub reader_loops_per_sec_limit: u64,
     /// The writer's pace limit in keys/s (0: none).
     pub writer_keys_per_sec_limit: u64,
     /// The settings every engine was opened with.
