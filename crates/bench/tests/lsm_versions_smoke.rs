@@ -13,37 +13,10 @@ use serde_json::Value;
 #[test]
 fn strata_reports_every_size_with_its_install_timing() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args([
-            "lsm-versions",
-            "--engines",
-            "strata",
-            "--files",
-            "20,50",
-            "--seconds",
-            "1",
-            "--readers",
-            "2",
-            "--target-file-bytes",
-            "4K",
-            "--write-buffer-bytes",
-            "16K",
-            "--block-cache",
-            "1M",
-            "--full-compaction-at",
-            "50",
-            "--json",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lsm-versions failed: {stderr}");
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = run_strata(
+        dir.path(),
+        &["--files", "20,50", "--full-compaction-at", "50"],
+    );
     let sizes: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "size").collect();
     let targets: Vec<(u64, &str)> = sizes
         .iter()
@@ -107,36 +80,12 @@ fn strata_reports_every_size_with_its_install_timing() {
 #[test]
 fn paced_readers_keep_to_their_pace() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args([
-            "lsm-versions",
-            "--engines",
-            "strata",
-            "--files",
-            "20",
-            "--seconds",
-            "1",
-            "--readers",
-            "2",
-            "--reader-loops-per-sec",
-            "50",
-            "--target-file-bytes",
-            "4K",
-            "--write-buffer-bytes",
-            "16K",
-            "--block-cache",
-            "1M",
-            "--json",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lsm-versions failed: {stderr}");
-    let size: Value = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    let lines = run_strata(
+        dir.path(),
+        &["--files", "20", "--reader-loops-per-sec", "50"],
+    );
+    let size = lines
+        .iter()
         .find(|v| v["kind"] == "size")
         .expect("a size record");
     let seconds = size["seconds"].as_f64().unwrap();
@@ -166,4 +115,38 @@ fn naming_rocksdb_without_its_feature_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(stderr.contains("--features peer-rocksdb"), "{stderr}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// Runs `lsm-versions` on Strata alone at tiny settings (1 s per size, 2
+/// readers, 4 KiB files) with `flags` added, in `dir`; asserts it exits 0
+/// and returns its JSON lines.
+fn run_strata(dir: &std::path::Path, flags: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
+        .args([
+            "lsm-versions",
+            "--engines",
+            "strata",
+            "--seconds",
+            "1",
+            "--readers",
+            "2",
+            "--target-file-bytes",
+            "4K",
+            "--write-buffer-bytes",
+            "16K",
+            "--block-cache",
+            "1M",
+            "--json",
+        ])
+        .args(flags)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "lsm-versions failed: {stderr}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }

@@ -336,6 +336,19 @@ fn compactor(engine: &dyn VersionsEngine, shared: &Shared) {
     shared.stop.store(true, Relaxed);
 }
 
+/// How long a thread paced to `per_sec` actions a second (0: unpaced),
+/// which began at `start` and has done `done`, sleeps before the next one
+/// (at most [`SAMPLE_EVERY`], so that it sees the stop flag); `None` once
+/// the next is due.
+fn pace_wait(start: Instant, done: u64, per_sec: u64) -> Option<Duration> {
+    if per_sec == 0 {
+        return None;
+    }
+    let due = Duration::from_secs_f64(done as f64 / per_sec as f64);
+    due.checked_sub(start.elapsed())
+        .map(|ahead| ahead.min(SAMPLE_EVERY))
+}
+
 fn writer(
     engine: &dyn VersionsEngine,
     space: &KeySpace,
@@ -349,12 +362,9 @@ fn writer(
     let mut written = 0u64;
     let mut batch = Vec::with_capacity(WRITER_BATCH as usize);
     while !shared.stop.load(Relaxed) {
-        if keys_per_sec > 0 {
-            let due = Duration::from_secs_f64(written as f64 / keys_per_sec as f64);
-            if let Some(ahead) = due.checked_sub(start.elapsed()) {
-                thread::sleep(ahead.min(SAMPLE_EVERY));
-                continue;
-            }
+        if let Some(wait) = pace_wait(start, written, keys_per_sec) {
+            thread::sleep(wait);
+            continue;
         }
         batch.clear();
         for _ in 0..WRITER_BATCH {
@@ -405,14 +415,10 @@ fn reader(
         Ok(())
     };
     let start = Instant::now();
-    let pace = spec.reader_loops_per_sec;
     while !shared.stop.load(Relaxed) {
-        if pace > 0 {
-            let due = Duration::from_secs_f64(loops as f64 / pace as f64);
-            if let Some(ahead) = due.checked_sub(start.elapsed()) {
-                thread::sleep(ahead.min(SAMPLE_EVERY));
-                continue;
-            }
+        if let Some(wait) = pace_wait(start, loops, spec.reader_loops_per_sec) {
+            thread::sleep(wait);
+            continue;
         }
         if let Err(e) = one() {
             shared.fail(e);
