@@ -101,16 +101,18 @@ fn files_live_exactly_as_long_as_something_reaches_them() {
     drop(it);
     drop(at);
     drop(snapshot);
-    // The next job's cleanup deletes what nothing reaches any more.
+    // The next job's cleanup deletes what nothing reaches any more; or,
+    // when a background compaction begun before the manual one still held
+    // their version then (seen 6 times in 40 runs on 2 cores), that job's
+    // end and the idle sweep after it.
     db.put(&w, &cf, b"zz", b"last").expect("put");
     db.compact_range(&cf, None, None).expect("compact");
-    let on_disk = sst_files(&fs);
-    for n in &before {
-        assert!(
-            !on_disk.contains(&format!("{n:016x}.sst")),
-            "file {n} outlived everything that reached it"
-        );
-    }
+    wait_until("no file of before the compaction is on disk", || {
+        let on_disk = sst_files(&fs);
+        before
+            .iter()
+            .all(|n| !on_disk.contains(&format!("{n:016x}.sst")))
+    });
     // A background compaction the writes above triggered may still hold
     // the version before the manual one's last step: what it reaches stays
     // until its own end, and the cleanup of the job after that deletes it

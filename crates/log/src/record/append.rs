@@ -1,9 +1,15 @@
 //! Appending records to one file: every append is one `write_at` of its
 //! records followed by the end marker, and every record header carries the
-//! `synced_end` its appender's last sync established.
+//! `synced_end` its appender's last sync established. Records may also be
+//! staged (encoded, their place in the file fixed, not written) and written
+//! later by whoever syncs, so that a caller holding a lock pays no system
+//! call for them (the lsm's manifest, appended under its installer lock).
 //!
 //! Invariants:
 //! - Bytes before `synced_end` are durable; `synced_end <= offset`.
+//! - Staged records lie in `staged_at..offset`; the bytes before `staged_at`
+//!   were written, or were handed out by `take_staged` to be written (by a
+//!   caller that writes them before anything else is written after them).
 //! - The end marker always follows the last record written, so a reader
 //!   stops cleanly there whatever the file held before.
 //! - After a failed write or sync nothing is known about the file's tail: the
@@ -41,6 +47,10 @@ pub struct Appender {
     scratch: Vec<u8>,
     /// One payload compressed, kept between records for the same reason.
     compressed: Vec<u8>,
+    /// Records encoded by `stage` and not yet written; they begin at
+    /// `staged_at` and end at `offset`.
+    staged: Vec<u8>,
+    staged_at: u64,
 }
 
 /// Scratch capacity kept after an append; a larger one is given back.
@@ -74,6 +84,8 @@ impl Appender {
             failed: false,
             scratch: Vec::new(),
             compressed: Vec::new(),
+            staged: Vec::new(),
+            staged_at: FILE_HEADER_LEN as u64,
         })
     }
 
@@ -107,11 +119,76 @@ impl Appender {
     }
 
     /// Appends one record per payload, in one write followed by the end
-    /// marker; syncs nothing. Refuses (`InvalidInput`, before writing) a
-    /// payload over [`RECORD_PAYLOAD_MAX`] or records that would take the
-    /// file past 4 GiB, where `synced_end` no longer fits its field.
+    /// marker (staged records, if any, go first in the same write); syncs
+    /// nothing. Refuses (`InvalidInput`, before writing) a payload over
+    /// [`RECORD_PAYLOAD_MAX`] or records that would take the file past
+    /// 4 GiB, where `synced_end` no longer fits its field.
     pub fn append(&mut self, payloads: &[&[u8]]) -> io::Result<()> {
         self.usable()?;
+        let end = self.checked_end(payloads)?;
+        let (at, mut buf) = if self.staged.is_empty() {
+            let mut buf = std::mem::take(&mut self.scratch);
+            buf.clear();
+            (self.offset, buf)
+        } else {
+            (self.staged_at, std::mem::take(&mut self.staged))
+        };
+        buf.reserve((end - self.offset) as usize);
+        for payload in payloads {
+            self.encode_record(payload, &mut buf);
+        }
+        let records_end = at + buf.len() as u64;
+        buf.extend_from_slice(&END_MARKER);
+        let written = self.file.write_at(at, &buf);
+        if buf.capacity() <= SCRATCH_KEEP_BYTES {
+            self.scratch = buf;
+        }
+        if self.compressed.capacity() > SCRATCH_KEEP_BYTES {
+            self.compressed = Vec::new();
+        }
+        if let Err(e) = written {
+            self.failed = true;
+            return Err(e);
+        }
+        self.offset = records_end;
+        Ok(())
+    }
+
+    /// Encodes one record per payload after those appended or staged so
+    /// far, without writing them: [`Self::offset`] moves past them, and
+    /// they reach the file with the next `append` or `sync`, or through
+    /// [`Self::take_staged`]. Refuses what `append` refuses.
+    pub fn stage(&mut self, payloads: &[&[u8]]) -> io::Result<()> {
+        self.usable()?;
+        self.checked_end(payloads)?;
+        if self.staged.is_empty() {
+            self.staged_at = self.offset;
+        }
+        let mut buf = std::mem::take(&mut self.staged);
+        for payload in payloads {
+            self.encode_record(payload, &mut buf);
+        }
+        self.offset = self.staged_at + buf.len() as u64;
+        self.staged = buf;
+        Ok(())
+    }
+
+    /// Hands out the staged records with the end marker after them, and
+    /// where to write them; they count as written from now on. The caller
+    /// writes them before anything else is written to the file (a lock of
+    /// its own serializes that) and [`Self::poison`]s the appender if the
+    /// write fails.
+    pub fn take_staged(&mut self) -> Option<(u64, Vec<u8>)> {
+        if self.staged.is_empty() {
+            return None;
+        }
+        let mut bytes = std::mem::take(&mut self.staged);
+        bytes.extend_from_slice(&END_MARKER);
+        Some((self.staged_at, bytes))
+    }
+
+    /// Where records of `payloads` would end, after checking them.
+    fn checked_end(&self, payloads: &[&[u8]]) -> io::Result<u64> {
         if let Some(p) = payloads
             .iter()
             .find(|p| p.len() > RECORD_PAYLOAD_MAX as usize)
@@ -131,33 +208,19 @@ impl Appender {
                 format!("appending would take the file to {end} bytes, over 4 GiB"),
             ));
         }
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.reserve((end - self.offset) as usize);
-        for payload in payloads {
-            self.encode_record(payload, &mut buf);
-        }
-        let records = buf.len() as u64;
-        buf.extend_from_slice(&END_MARKER);
-        let written = self.file.write_at(self.offset, &buf);
-        if buf.capacity() <= SCRATCH_KEEP_BYTES {
-            self.scratch = buf;
-        }
-        if self.compressed.capacity() > SCRATCH_KEEP_BYTES {
-            self.compressed = Vec::new();
-        }
-        if let Err(e) = written {
-            self.failed = true;
-            return Err(e);
-        }
-        self.offset += records;
-        Ok(())
+        Ok(end)
     }
 
-    /// Makes every appended byte durable (`sync_data`) and advances
-    /// `synced_end` to the end of the records.
+    /// Makes every appended byte durable (`sync_data`), staged ones written
+    /// first, and advances `synced_end` to the end of the records.
     pub fn sync(&mut self) -> io::Result<()> {
         self.usable()?;
+        if let Some((at, bytes)) = self.take_staged() {
+            if let Err(e) = self.file.write_at(at, &bytes) {
+                self.failed = true;
+                return Err(e);
+            }
+        }
         if let Err(e) = self.file.sync_data() {
             // The kernel may have dropped the dirty pages: what the file holds
             // is unknown (fsync errors are not retried).

@@ -176,6 +176,65 @@ fn a_failed_appender_refuses_more() {
     assert!(a.sync().is_err());
 }
 
+/// Staged records take their place in the file when staged, reach it
+/// through whichever comes first (handed out and written by the caller, the
+/// next append, the next sync), and read back in order with what was
+/// appended around them.
+#[test]
+fn staged_records_reach_the_file_in_their_place() {
+    let fs = MemFs::new();
+    let path = Path::new("/f");
+    let mut a = Appender::create(fs.create(path).unwrap(), &TEST, 0, 1, Some(4096)).unwrap();
+    let all = payloads();
+    let refs: Vec<&[u8]> = all.iter().map(|p| p.as_slice()).collect();
+    a.stage(&refs[..1]).unwrap();
+    let staged_end = a.offset();
+    assert!(staged_end > FILE_HEADER_LEN as u64);
+    // Not written yet: the file ends at its header.
+    let scan = scan_file(&TEST, &read(&fs, path), |_| Ok(())).unwrap();
+    assert!(scan.records.is_empty());
+    // Handed out and written by the caller, as the lsm's manifest does.
+    let (at, bytes) = a.take_staged().unwrap();
+    assert_eq!(at, FILE_HEADER_LEN as u64);
+    a.file().write_at(at, &bytes).unwrap();
+    assert!(a.take_staged().is_none());
+    // Staged, then written by the next append, in one write before it.
+    a.stage(&refs[1..2]).unwrap();
+    a.append(&refs[2..3]).unwrap();
+    // Staged, then written by the sync.
+    a.stage(&refs[3..]).unwrap();
+    a.sync().unwrap();
+    assert_eq!(a.synced_end(), a.offset());
+    let scan = scan_file(&TEST, &read(&fs, path), |_| Ok(())).unwrap();
+    let got: Vec<Vec<u8>> = scan.records.iter().map(|r| r.payload.clone()).collect();
+    assert_eq!(got, all);
+    assert_eq!(scan.records[1].offset, staged_end);
+    assert_eq!(scan.valid_end, a.offset());
+    assert_eq!(scan.end, ScanEnd::Zeros);
+}
+
+/// A staged record refused for its size changes nothing, and a sync that
+/// cannot write the staged records fails the appender.
+#[test]
+fn staging_refuses_what_append_refuses_and_a_failed_write_fails_the_appender() {
+    use strata_fs::{FaultFs, Op};
+    let mem = Arc::new(MemFs::new());
+    let fs = FaultFs::new(mem.clone());
+    let path = Path::new("/f");
+    let mut a = Appender::create(fs.create(path).unwrap(), &TEST, 0, 1, None).unwrap();
+    let huge = vec![0u8; RECORD_PAYLOAD_MAX as usize + 1];
+    let before = a.offset();
+    let err = a.stage(&[&huge]).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(a.offset(), before);
+    assert!(a.take_staged().is_none());
+    a.stage(&[b"x"]).unwrap();
+    fs.fail_once_after(Op::Write, 0, libc_eio());
+    assert!(a.sync().is_err());
+    assert!(a.failed());
+    assert!(a.stage(&[b"y"]).is_err());
+}
+
 /// EIO, without a libc dependency for one number.
 fn libc_eio() -> i32 {
     5

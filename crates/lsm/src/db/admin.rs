@@ -43,6 +43,12 @@ impl Db {
         inner.check_writable()?;
         check_name(name)?;
         let options = inner.options.column_family(name).clone();
+        // Read before the manifest locks (`wal` comes first in the lock
+        // order): a WAL switched since holds no write of the new family,
+        // so replaying from an older number only reads more.
+        let log_number = inner.wal.lock().number();
+        // `append_manifest` writes at once: no staged edits may be out.
+        let _one_write = inner.manifest_sync.lock();
         let mut m = inner.manifest.lock();
         let cfs = inner.cfs.load();
         if cfs.by_name.contains_key(name) {
@@ -50,13 +56,21 @@ impl Db {
                 "column family {name:?} exists"
             )));
         }
-        let id = m
-            .families
-            .keys()
-            .next_back()
-            .map_or(DEFAULT_COLUMN_FAMILY + 1, |id| id + 1)
-            .max(cfs.by_id.keys().max().map_or(1, |id| id + 1));
-        let log_number = inner.wal.lock().number();
+        // Never an id this process used before: a dropped family's writes
+        // may still be in the WAL, and replay would give them to a new
+        // family under the same id. (Recovery starts every family on a
+        // fresh WAL, so ids of earlier processes are safe to reuse.)
+        let id = m.next_family_id.max(
+            cfs.by_id
+                .keys()
+                .max()
+                .map_or(DEFAULT_COLUMN_FAMILY + 1, |id| id.saturating_add(1)),
+        );
+        let Some(next_id) = id.checked_add(1) else {
+            return Err(Error::InvalidArgument(
+                "every column family id is taken".into(),
+            ));
+        };
         let version = Version::new(
             id,
             options.compaction.num_levels,
@@ -83,6 +97,7 @@ impl Db {
             ],
         )?;
         m.families.insert(id, (name.to_string(), version.clone()));
+        m.next_family_id = next_id;
         let min_blob_size = super::cf::min_blob_size_cell(&options);
         let state = Arc::new(CfState {
             id,
@@ -121,6 +136,7 @@ impl Db {
                 "the default column family cannot be dropped".into(),
             ));
         }
+        let _one_write = inner.manifest_sync.lock();
         let mut m = inner.manifest.lock();
         inner.append_manifest(&mut m, &[ManifestRecord::DropColumnFamily { id: state.id }])?;
         m.families.remove(&state.id);

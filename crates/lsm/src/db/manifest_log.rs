@@ -1,7 +1,8 @@
-//! The manifest as the engine writes it: every install's edits appended
-//! through the persist hook ([`ManifestEdits`]) and synced after the
-//! install published them, outside its lock ([`DbInner::make_manifest_durable`],
-//! one sync for every install appended before it); and a rewrite as one
+//! The manifest as the engine writes it: every install's edits staged
+//! through the persist hook ([`ManifestEdits`]), written and synced after
+//! the install published them, outside its lock
+//! ([`DbInner::make_manifest_durable`], one write and one sync for every
+//! install staged before it); and a rewrite as one
 //! snapshot record once the file grows past `max_manifest_bytes`, or twice
 //! the snapshot the last rewrite wrote if that is larger (a manifest whose
 //! snapshot alone passes the limit is otherwise rewritten at every install).
@@ -26,6 +27,9 @@ pub(crate) struct ManifestLog {
     pub families: BTreeMap<ColumnFamilyId, (String, Arc<Version>)>,
     /// Bytes of the file when the last rewrite made it (0 before one).
     pub snapshot_bytes: u64,
+    /// The lowest column family id this process has not used: a new
+    /// family takes it (or a higher one), never the id of one dropped.
+    pub next_family_id: ColumnFamilyId,
 }
 
 impl ManifestLog {
@@ -34,10 +38,17 @@ impl ManifestLog {
         writer: ManifestWriter,
         families: BTreeMap<ColumnFamilyId, (String, Arc<Version>)>,
     ) -> ManifestLog {
+        let next_family_id = families
+            .keys()
+            .next_back()
+            .map_or(crate::column_family::DEFAULT_COLUMN_FAMILY + 1, |id| {
+                id.saturating_add(1)
+            });
         ManifestLog {
             writer,
             families,
             snapshot_bytes: 0,
+            next_family_id,
         }
     }
 
@@ -149,8 +160,10 @@ impl DbInner {
         edit.last_seqno = Some(self.seq.allocated());
     }
 
-    /// Appends the edits of an install of family `cf` (the persist hook's
-    /// first half, under the installer lock), unsynced, or rewrites the
+    /// Stages the edits of an install of family `cf` (the persist hook's
+    /// first half, under the installer lock: no system call, as a `write`
+    /// under it waited up to milliseconds on the file system's journal
+    /// at 100,000 files), or rewrites the
     /// manifest (synced) when it is due. Returns what is left to make
     /// durable. A dropped family persists nothing (`InvalidArgument`, not
     /// an engine error); any other failure stops writes.
@@ -199,18 +212,19 @@ impl DbInner {
     }
 
     /// Makes the manifest durable up to `mark`: at once if a sync or a
-    /// rewrite since covered it; otherwise one sync of the file, outside the
-    /// manifest lock (appends go on meanwhile), covering every record
-    /// appended before it began, so that the installs waiting behind it
-    /// find theirs covered. A failed sync poisons the writer and stops
-    /// writes.
+    /// rewrite since covered it; otherwise one write of every record staged
+    /// so far and one sync of the file, both outside the manifest lock
+    /// (installs go on staging meanwhile), covering every record staged
+    /// before it began, so that the installs waiting behind it find theirs
+    /// covered. A failed write or sync poisons the writer and stops writes.
     ///
-    /// Lock order: `manifest_sync` (held for the sync, one at a time), then
-    /// `manifest` (briefly, before and after); never the reverse.
+    /// Lock order: `manifest_sync` (held for the write and the sync, one at
+    /// a time: nothing else writes the file meanwhile), then `manifest`
+    /// (briefly, before and after); never the reverse.
     pub(super) fn make_manifest_durable(&self, mark: ManifestMark) -> Result<()> {
         let _one_sync = self.manifest_sync.lock();
-        let (file, path, end) = {
-            let m = self.manifest.lock();
+        let (file, path, end, unwritten) = {
+            let mut m = self.manifest.lock();
             if m.writer.number() != mark.number || m.writer.synced_end() >= mark.end {
                 // A rewrite since holds the edits in its synced snapshot.
                 return Ok(());
@@ -224,17 +238,22 @@ impl DbInner {
                 m.writer.file().clone(),
                 m.writer.path().to_path_buf(),
                 m.writer.appended_end(),
+                m.writer.take_unwritten(),
             )
         };
-        let synced = file.sync_data();
+        let written = match &unwritten {
+            Some((at, bytes)) => file.write_at(*at, bytes).map_err(Error::io("write", &path)),
+            None => Ok(()),
+        };
+        let synced = written.and_then(|()| file.sync_data().map_err(Error::io("sync", &path)));
         let mut m = self.manifest.lock();
         let same = m.writer.number() == mark.number;
         let result = match synced {
             Ok(()) if same => {
                 m.writer.note_synced(end);
                 // The marker vouching that the records before it are
-                // durable (`append_vouched`).
-                m.writer.vouch()
+                // durable (`append_vouched`), written with the next records.
+                m.writer.stage_vouch()
             }
             Ok(()) => Ok(()),
             Err(e) => {
@@ -243,7 +262,7 @@ impl DbInner {
                 if same {
                     m.writer.poison();
                 }
-                Err(Error::io("sync", &path)(e))
+                Err(e)
             }
         };
         drop(m);
@@ -267,7 +286,9 @@ impl DbInner {
         self.make_manifest_durable(mark)
     }
 
-    /// Appends family records (create, drop) with the manifest lock held.
+    /// Appends family records (create, drop) with the manifest lock held,
+    /// and `manifest_sync` before it: the records are written at once, so
+    /// no staged records may be out being written meanwhile.
     pub(super) fn append_manifest(
         &self,
         m: &mut ManifestLog,

@@ -12,10 +12,11 @@
 //!    (`wal/keeper/`, a leaf) is taken under it, never the reverse;
 //! 3. a column family's installer lock (inside its `Installer`): one
 //!    flush, compaction or ingestion of that family installs at a time;
-//! 4. `manifest_sync`: held for one manifest sync made after an install
-//!    published, outside the installer lock (or under it, for an
+//! 4. `manifest_sync`: held for one manifest write and sync made after an
+//!    install published, outside the installer lock (or under it, for an
 //!    ingestion); one at a time, the later ones finding their edits
-//!    covered;
+//!    covered; nothing else writes the manifest while staged edits are out
+//!    being written (family creation and drop take it too);
 //! 5. `manifest`: the manifest file and the last persisted version of each
 //!    family (its rewrite needs them), taken inside the persist hook, and
 //!    briefly before and after a manifest sync;
@@ -154,7 +155,7 @@ pub(crate) struct DbInner {
     /// (`wal/keeper/`).
     wal_keeper: WalKeeper,
     manifest: Mutex<ManifestLog>,
-    /// Held for a manifest sync made outside `manifest`: one at a time, so
+    /// Held for a manifest write and sync made outside `manifest`: one at a time, so
     /// that the installs waiting behind one find their edits covered
     /// (`manifest_log.rs`).
     manifest_sync: Mutex<()>,

@@ -83,15 +83,32 @@ impl ManifestWriter {
         append_synced(&mut self.appender, &self.path, &payload)
     }
 
-    /// Appends `records` as one record without syncing it, and returns where
-    /// the records end: a sync of [`Self::file`] begun after this returns
-    /// makes them durable ([`Self::note_synced`] then records it). An
-    /// install publishes its version before that sync, outside its lock
-    /// (`read_state.rs`).
+    /// Stages `records` as one record (encoded, its place in the file
+    /// fixed, not written) and returns where the records end: whoever makes
+    /// them durable writes them first ([`Self::take_unwritten`]), so the
+    /// caller, an install under its lock (`read_state.rs`), makes no system
+    /// call. A sync of [`Self::file`] begun after they were written makes
+    /// them durable ([`Self::note_synced`] then records it).
     pub fn append_unsynced(&mut self, records: &[ManifestRecord]) -> Result<u64> {
         let payload = checked_payload(records)?;
-        append_record(&mut self.appender, &self.path, &payload)?;
+        self.appender.stage(&[&payload]).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                Error::InvalidArgument(format!("{}: {e}", self.path.display()))
+            } else {
+                Error::io("write", &self.path)(e)
+            }
+        })?;
         Ok(self.appender.offset())
+    }
+
+    /// The staged records and the offset to write them at, handed to a
+    /// caller that writes them outside the writer's lock; they count as
+    /// written. Only one caller at a time may hold such bytes unwritten,
+    /// and nothing else may be written meanwhile (the engine's
+    /// `manifest_sync` lock): a later write would land past a hole. A
+    /// failed write must [`Self::poison`] the writer.
+    pub fn take_unwritten(&mut self) -> Option<(u64, Vec<u8>)> {
+        self.appender.take_staged()
     }
 
     /// Where the records appended so far end.
@@ -136,6 +153,16 @@ impl ManifestWriter {
         let payload = encode_records(&[]);
         self.appender
             .append(&[&payload])
+            .map_err(Error::io("write", &self.path))
+    }
+
+    /// Stages the marker [`Self::vouch`] writes: written with the next
+    /// records (it vouches for durable ones, so it need not be written
+    /// before them).
+    pub fn stage_vouch(&mut self) -> Result<()> {
+        let payload = encode_records(&[]);
+        self.appender
+            .stage(&[&payload])
             .map_err(Error::io("write", &self.path))
     }
 
