@@ -106,6 +106,13 @@ pub struct ReadState {
 /// [`Installer::install_sequenced`]). An error from `persist` aborts the
 /// install with nothing changed.
 pub trait PersistEdits {
+    /// Called with the edits before the installer lock is taken, so that
+    /// work that needs no lock (encoding them) is done outside it. An error
+    /// aborts the install with nothing changed. The default does nothing.
+    fn prepare(&mut self, _edits: &[VersionEdit]) -> crate::Result<()> {
+        Ok(())
+    }
+
     /// Writes `edits`, which turn the current version into `version`; they
     /// need not be durable when this returns.
     fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> crate::Result<()>;
@@ -292,6 +299,9 @@ impl Installer {
         } else {
             None
         };
+        persist
+            .prepare(change.edits)
+            .map_err(InstallError::Persist)?;
         let called = Instant::now();
         let manifest = self.manifest.lock();
         let locked = Instant::now();

@@ -60,6 +60,79 @@ const SCRATCH_KEEP_BYTES: usize = 1 << 20;
 /// sample to guess whether that pays: the sample would cost about as much.
 const SAMPLE_ABOVE_BYTES: usize = 32 << 10;
 
+/// One payload in its stored form (compressed when that pays) with its
+/// checksum, made ahead of [`Appender::stage_prepared`]: a caller that
+/// stages under a lock does the compression and checksumming before it.
+/// It belongs to no file: the header that binds it to one is written when
+/// it is staged.
+#[derive(Debug, Clone)]
+pub struct PreparedRecord {
+    stored: Vec<u8>,
+    raw_len: u32,
+    codec: u8,
+    crc: u32,
+}
+
+impl PreparedRecord {
+    /// Prepares `payload` as an appender made with `compress_min_bytes`
+    /// would store it. Refuses (`InvalidInput`) a payload over
+    /// [`RECORD_PAYLOAD_MAX`].
+    pub fn new(payload: &[u8], compress_min_bytes: Option<usize>) -> io::Result<PreparedRecord> {
+        check_payload_len(payload)?;
+        let mut compressed = Vec::new();
+        let (stored, codec) = stored_form(payload, compress_min_bytes, &mut compressed);
+        Ok(PreparedRecord {
+            crc: crc32c(stored),
+            stored: stored.to_vec(),
+            raw_len: payload.len() as u32,
+            codec,
+        })
+    }
+
+    /// Bytes the record takes in a file, header included.
+    pub fn record_len(&self) -> u64 {
+        (RECORD_HEADER_LEN + self.stored.len()) as u64
+    }
+}
+
+/// Refuses a payload over [`RECORD_PAYLOAD_MAX`].
+fn check_payload_len(payload: &[u8]) -> io::Result<()> {
+    if payload.len() > RECORD_PAYLOAD_MAX as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a payload of {} bytes is over the limit {RECORD_PAYLOAD_MAX}",
+                payload.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The bytes a record stores for `payload` and their codec: LZ4 (into
+/// `compressed`) when the payload is at least `compress_min_bytes` and that
+/// saves an eighth, else the payload itself.
+fn stored_form<'a>(
+    payload: &'a [u8],
+    compress_min_bytes: Option<usize>,
+    compressed: &'a mut Vec<u8>,
+) -> (&'a [u8], u8) {
+    let compress = compress_min_bytes.is_some_and(|min| {
+        payload.len() >= min
+            && (payload.len() <= SAMPLE_ABOVE_BYTES || !looks_incompressible(payload))
+    });
+    if compress {
+        lz4_compress_into(payload, compressed);
+    }
+    // Kept only when it saves at least an eighth: otherwise the reader's
+    // decompression costs more than the bytes saved.
+    if compress && !compressed.is_empty() && compressed.len() * 8 <= payload.len() * 7 {
+        (compressed.as_slice(), CODEC_LZ4)
+    } else {
+        (payload, CODEC_NONE)
+    }
+}
+
 impl Appender {
     /// Starts a new file: writes its header and the end marker at offset 0 and
     /// syncs the file (`sync_all`: its length is metadata). The caller syncs
@@ -187,21 +260,40 @@ impl Appender {
         Some((self.staged_at, bytes))
     }
 
+    /// Stages `record`, prepared ahead ([`PreparedRecord::new`]), as
+    /// [`Self::stage`] stages a payload: only its header is made here.
+    pub fn stage_prepared(&mut self, record: &PreparedRecord) -> io::Result<()> {
+        self.usable()?;
+        self.checked_offset(record.record_len())?;
+        if self.staged.is_empty() {
+            self.staged_at = self.offset;
+        }
+        let header = RecordHeader {
+            file_id: self.file_id,
+            stored_len: record.stored.len() as u32,
+            raw_len: record.raw_len,
+            payload_crc: record.crc,
+            synced_end: self.synced_end as u32,
+            codec: record.codec,
+        };
+        self.staged.extend_from_slice(&header.encode());
+        self.staged.extend_from_slice(&record.stored);
+        self.offset = self.staged_at + self.staged.len() as u64;
+        Ok(())
+    }
+
     /// Where records of `payloads` would end, after checking them.
     fn checked_end(&self, payloads: &[&[u8]]) -> io::Result<u64> {
-        if let Some(p) = payloads
-            .iter()
-            .find(|p| p.len() > RECORD_PAYLOAD_MAX as usize)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "a payload of {} bytes is over the limit {RECORD_PAYLOAD_MAX}",
-                    p.len()
-                ),
-            ));
+        for payload in payloads {
+            check_payload_len(payload)?;
         }
-        let end = self.offset + Self::records_len(payloads) + RECORD_HEADER_LEN as u64;
+        self.checked_offset(Self::records_len(payloads))
+    }
+
+    /// Where `bytes` of records would end, refused past what `synced_end`
+    /// can name (with room for the end marker's header).
+    fn checked_offset(&self, bytes: u64) -> io::Result<u64> {
+        let end = self.offset + bytes + RECORD_HEADER_LEN as u64;
         if end > u32::MAX as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -262,23 +354,7 @@ impl Appender {
 
     /// Encodes one record (header and stored payload) onto `out`.
     fn encode_record(&mut self, payload: &[u8], out: &mut Vec<u8>) {
-        let compress = self.compress_min_bytes.is_some_and(|min| {
-            payload.len() >= min
-                && (payload.len() <= SAMPLE_ABOVE_BYTES || !looks_incompressible(payload))
-        });
-        if compress {
-            lz4_compress_into(payload, &mut self.compressed);
-        }
-        // Kept only when it saves at least an eighth: otherwise the reader's
-        // decompression costs more than the bytes saved.
-        let kept = compress
-            && !self.compressed.is_empty()
-            && self.compressed.len() * 8 <= payload.len() * 7;
-        let (stored, codec) = if kept {
-            (self.compressed.as_slice(), CODEC_LZ4)
-        } else {
-            (payload, CODEC_NONE)
-        };
+        let (stored, codec) = stored_form(payload, self.compress_min_bytes, &mut self.compressed);
         // Lengths fit in u32: checked against RECORD_PAYLOAD_MAX by `append`.
         let header = RecordHeader {
             file_id: self.file_id,

@@ -23,7 +23,7 @@ pub mod scan;
 
 use serde::{Deserialize, Serialize};
 
-pub use append::Appender;
+pub use append::{Appender, PreparedRecord};
 pub use format::{
     FileFormat, FileHeader, HeaderCheck, RecordHeader, CODEC_LZ4, CODEC_NONE, END_MARKER,
     FILE_HEADER_LEN, RECORD_HEADER_LEN, RECORD_PAYLOAD_MAX,

@@ -213,6 +213,42 @@ fn staged_records_reach_the_file_in_their_place() {
     assert_eq!(scan.end, ScanEnd::Zeros);
 }
 
+/// A record prepared ahead is stored as the appender would store its
+/// payload (compressed alike) and reads back whole, after records staged
+/// and appended around it.
+#[test]
+fn a_prepared_record_is_stored_as_the_appender_would_store_it() {
+    let fs = MemFs::new();
+    let path = Path::new("/f");
+    let mut a = Appender::create(fs.create(path).unwrap(), &TEST, 0, 1, Some(4096)).unwrap();
+    let all = payloads();
+    let prepared: Vec<PreparedRecord> = all
+        .iter()
+        .map(|p| PreparedRecord::new(p, Some(4096)).unwrap())
+        .collect();
+    a.stage_prepared(&prepared[0]).unwrap();
+    a.stage(&[&all[1]]).unwrap();
+    a.stage_prepared(&prepared[2]).unwrap();
+    a.sync().unwrap();
+    a.stage_prepared(&prepared[3]).unwrap();
+    let (at, bytes) = a.take_staged().unwrap();
+    a.file().write_at(at, &bytes).unwrap();
+    let scan = scan_file(&TEST, &read(&fs, path), |_| Ok(())).unwrap();
+    let got: Vec<Vec<u8>> = scan.records.iter().map(|r| r.payload.clone()).collect();
+    assert_eq!(got, all);
+    assert_eq!(scan.records[2].header.codec, CODEC_LZ4);
+    assert_eq!(
+        scan.records[3].header.synced_end as u64,
+        scan.records[3].offset
+    );
+    assert_eq!(scan.valid_end, a.offset());
+    let huge = vec![0u8; RECORD_PAYLOAD_MAX as usize + 1];
+    assert_eq!(
+        PreparedRecord::new(&huge, None).unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+}
+
 /// A staged record refused for its size changes nothing, and a sync that
 /// cannot write the staged records fails the appender.
 #[test]

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{ManifestRecord, ManifestWriter};
 use crate::read_state::PersistEdits;
 use crate::version::{Version, VersionEdit};
+use strata_log::record::PreparedRecord;
 
 /// The manifest file and what a rewrite needs: the last persisted version
 /// of each live family (not the published one: an installer persists before
@@ -77,6 +78,8 @@ pub(super) struct ManifestEdits<'a> {
     /// Run under the installer lock before anything is appended: an error
     /// aborts the install (an ingestion checks its pick is still good).
     pub check: Option<Box<dyn FnMut() -> Result<()> + 'a>>,
+    /// The edits' record, prepared before the installer lock.
+    pub prepared: Option<PreparedRecord>,
 }
 
 impl<'a> ManifestEdits<'a> {
@@ -86,16 +89,36 @@ impl<'a> ManifestEdits<'a> {
             cf,
             pending: None,
             check: None,
+            prepared: None,
         }
     }
 }
 
 impl PersistEdits for ManifestEdits<'_> {
+    fn prepare(&mut self, edits: &[VersionEdit]) -> Result<()> {
+        match ManifestWriter::prepare_edits(edits) {
+            Ok(p) => {
+                self.prepared = Some(p);
+                Ok(())
+            }
+            Err(e) => {
+                // The engine's own edits that would not read back: a bug,
+                // which stops writes as a failed append does.
+                self.db.stop_writes(&e);
+                Err(e)
+            }
+        }
+    }
+
     fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> Result<()> {
         if let Some(check) = &mut self.check {
             check()?;
         }
-        self.pending = self.db.append_edits(self.cf, edits, version)?;
+        let prepared = match self.prepared.take() {
+            Some(p) => p,
+            None => ManifestWriter::prepare_edits(edits)?,
+        };
+        self.pending = self.db.append_edits(self.cf, &prepared, version)?;
         Ok(())
     }
 
@@ -160,17 +183,17 @@ impl DbInner {
         edit.last_seqno = Some(self.seq.allocated());
     }
 
-    /// Stages the edits of an install of family `cf` (the persist hook's
-    /// first half, under the installer lock: no system call, as a `write`
-    /// under it waited up to milliseconds on the file system's journal
-    /// at 100,000 files), or rewrites the
+    /// Stages the record of an install's edits of family `cf`, prepared
+    /// before the lock (the persist hook's first half, under the installer
+    /// lock: no encoding and no system call there, which a compaction
+    /// thread, niced, may be preempted in), or rewrites the
     /// manifest (synced) when it is due. Returns what is left to make
     /// durable. A dropped family persists nothing (`InvalidArgument`, not
     /// an engine error); any other failure stops writes.
     fn append_edits(
         &self,
         cf: &CfState,
-        edits: &[VersionEdit],
+        prepared: &PreparedRecord,
         version: &Version,
     ) -> Result<Option<ManifestMark>> {
         let mut m = self.manifest.lock();
@@ -186,9 +209,7 @@ impl DbInner {
             families.insert(cf.id, (cf.name.clone(), version.clone()));
             self.rewrite_manifest(&mut m, &families).map(|()| None)
         } else {
-            let records: Vec<ManifestRecord> =
-                edits.iter().cloned().map(ManifestRecord::Edit).collect();
-            m.writer.append_unsynced(&records).map(|end| {
+            m.writer.stage_prepared(prepared).map(|end| {
                 Some(ManifestMark {
                     number: m.writer.number(),
                     end,

@@ -53,6 +53,24 @@ pub fn encode_records(records: &[ManifestRecord]) -> Vec<u8> {
     out
 }
 
+/// Encodes `edits` as [`encode_records`] encodes them as
+/// [`ManifestRecord::Edit`]s, without copying them into records, each
+/// checked to decode back (what [`validate`] checks of an edit).
+pub fn encode_checked_edits(edits: &[VersionEdit]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    put_varint(&mut out, edits.len() as u64);
+    let mut body = Vec::new();
+    for edit in edits {
+        body.clear();
+        edit.encode_to(&mut body);
+        VersionEdit::decode(&body).map_err(|e| format!("the edit would not decode: {e}"))?;
+        out.push(TAG_EDIT);
+        put_varint(&mut out, body.len() as u64);
+        out.extend_from_slice(&body);
+    }
+    Ok(out)
+}
+
 /// Checks what the decoder would refuse in a record to be written, so that a
 /// bad argument is refused before it reaches disk.
 pub(super) fn validate(record: &ManifestRecord) -> Result<(), String> {

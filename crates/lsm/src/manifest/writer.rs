@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use strata_fs::FileSystem;
-use strata_log::record::{Appender, END_MARKER};
+use strata_log::record::{Appender, PreparedRecord, END_MARKER};
 
-use super::payload::{encode_records, validate};
+use super::payload::{encode_checked_edits, encode_records, validate};
 use super::{
     manifest_file_name, ManifestRecord, CURRENT_FILE_NAME, CURRENT_TMP_FILE_NAME,
     MANIFEST_FILE_KIND, MANIFEST_FORMAT,
 };
+use crate::version::VersionEdit;
 use crate::{Error, Result};
 
 /// Manifest records at least this large are LZ4-compressed when that saves
@@ -83,21 +84,26 @@ impl ManifestWriter {
         append_synced(&mut self.appender, &self.path, &payload)
     }
 
-    /// Stages `records` as one record (encoded, its place in the file
-    /// fixed, not written) and returns where the records end: whoever makes
-    /// them durable writes them first ([`Self::take_unwritten`]), so the
-    /// caller, an install under its lock (`read_state.rs`), makes no system
-    /// call. A sync of [`Self::file`] begun after they were written makes
-    /// them durable ([`Self::note_synced`] then records it).
-    pub fn append_unsynced(&mut self, records: &[ManifestRecord]) -> Result<u64> {
-        let payload = checked_payload(records)?;
-        self.appender.stage(&[&payload]).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidInput {
-                Error::InvalidArgument(format!("{}: {e}", self.path.display()))
-            } else {
-                Error::io("write", &self.path)(e)
-            }
-        })?;
+    /// `edits` as the one record [`Self::stage_prepared`] stages: encoded,
+    /// checked as the decoder would check them, compressed when that pays
+    /// and checksummed. An install prepares its record before it takes its
+    /// lock, which then holds none of that work.
+    pub fn prepare_edits(edits: &[VersionEdit]) -> Result<PreparedRecord> {
+        let payload = encode_checked_edits(edits).map_err(Error::InvalidArgument)?;
+        PreparedRecord::new(&payload, Some(COMPRESS_MIN_BYTES))
+            .map_err(|e| Error::InvalidArgument(format!("a manifest record: {e}")))
+    }
+
+    /// Stages `record` (its place in the file fixed, not written) and
+    /// returns where the records end: whoever makes them durable writes them
+    /// first ([`Self::take_unwritten`]), so the caller, an install under its
+    /// lock (`read_state.rs`), makes no system call. A sync of
+    /// [`Self::file`] begun after they were written makes them durable
+    /// ([`Self::note_synced`] then records it).
+    pub fn stage_prepared(&mut self, record: &PreparedRecord) -> Result<u64> {
+        self.appender
+            .stage_prepared(record)
+            .map_err(|e| write_error(&self.path, e))?;
         Ok(self.appender.offset())
     }
 
@@ -195,13 +201,19 @@ fn append_synced(appender: &mut Appender, path: &Path, payload: &[u8]) -> Result
 }
 
 fn append_record(appender: &mut Appender, path: &Path, payload: &[u8]) -> Result<()> {
-    appender.append(&[payload]).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::InvalidInput {
-            Error::InvalidArgument(format!("{}: {e}", path.display()))
-        } else {
-            Error::io("write", path)(e)
-        }
-    })
+    appender
+        .append(&[payload])
+        .map_err(|e| write_error(path, e))
+}
+
+/// An appender's refusal of a record is the caller's argument; any other
+/// error is the file's.
+fn write_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        Error::InvalidArgument(format!("{}: {e}", path.display()))
+    } else {
+        Error::io("write", path)(e)
+    }
 }
 
 /// Points `CURRENT` at manifest `number`: a synced `CURRENT.tmp` renamed over
