@@ -23,6 +23,7 @@ OPS = [
 QUANTILES = [("p50", "p50_us"), ("p99", "p99_us"), ("p99.9", "p999_us"), ("max", "max_us")]
 INSTALL = [
     ("install lock held", "lock_held"),
+    ("install lock held, not preempted", "lock_held_unpreempted"),
     ("version build (under lock)", "version_build"),
     ("manifest append (under lock)", "persist"),
     ("manifest sync (after the lock)", "durable"),

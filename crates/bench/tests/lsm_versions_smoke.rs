@@ -56,6 +56,9 @@ fn strata_reports_every_size_with_its_install_timing() {
             "{s}"
         );
         assert!(held["max_us"].as_f64().unwrap() >= held["mean_us"].as_f64().unwrap());
+        let own = &s["install"]["lock_held_unpreempted"];
+        assert!(own["count"].as_u64() <= held["count"].as_u64(), "{s}");
+        assert!(own["max_us"].as_f64().unwrap() <= held["max_us"].as_f64().unwrap());
         assert!(
             s["install"]["version_build"]["count"].as_u64().unwrap() > 0,
             "{s}"
@@ -66,9 +69,10 @@ fn strata_reports_every_size_with_its_install_timing() {
         );
     }
     let checks = lines.iter().filter(|v| v["kind"] == "acceptance").count();
-    // Flat installs, p99.9 (all calls and those not preempted), no stall
-    // at any size, none during the full compaction.
-    assert_eq!(checks, 5);
+    // Flat installs (all and those not preempted), p99.9 (all calls and
+    // those not preempted), no stall at any size, none during the full
+    // compaction.
+    assert_eq!(checks, 6);
     assert_eq!(
         std::fs::read_dir(dir.path().join("strata")).map_or(0, |d| d.count()),
         0

@@ -34,7 +34,9 @@ use std::sync::Arc;
 pub use disk::DiskFs;
 pub use fault::{FaultFs, Hold, Op};
 pub use mem::{CrashMode, MemFs, Unsynced};
-pub use priority::{lower_thread_priority, lower_thread_priority_by, BACKGROUND_NICE};
+pub use priority::{
+    lower_thread_priority, lower_thread_priority_by, thread_involuntary_switches, BACKGROUND_NICE,
+};
 pub use writeback::WritebackPacer;
 
 /// An open file. Handles are shared between threads; all methods take `&self`

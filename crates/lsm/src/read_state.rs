@@ -302,6 +302,7 @@ impl Installer {
         persist
             .prepare(change.edits)
             .map_err(InstallError::Persist)?;
+        let switches = strata_fs::thread_involuntary_switches();
         let called = Instant::now();
         let manifest = self.manifest.lock();
         let locked = Instant::now();
@@ -350,6 +351,7 @@ impl Installer {
         });
         let released = Instant::now();
         drop(manifest);
+        let preempted = switches.is_none() || strata_fs::thread_involuntary_switches() != switches;
         let durable = if durable_first {
             Ok(())
         } else {
@@ -361,6 +363,9 @@ impl Installer {
         t.build.record(persisting - locked);
         t.persist.record(persisted - persisting);
         t.lock_held.record(released - locked);
+        if !preempted {
+            t.lock_held_unpreempted.record(released - locked);
+        }
         if !durable_first {
             t.durable.record(done - released);
         }

@@ -91,6 +91,10 @@ pub struct VersionsArgs {
     /// Flush and compaction threads of every engine.
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub(super) background_threads: usize,
+    /// Strata's `compaction_nice`: how much lower its compaction threads'
+    /// CPU priority is (0 to 19). RocksDB's threads keep the process's.
+    #[arg(long, default_value_t = 10, value_parser = RangedU64ValueParser::<u8>::new().range(0..=19))]
+    pub(super) compaction_nice: u8,
     /// SST files each engine keeps open (Strata's `max_open_files`, RocksDB's
     /// table cache); -1: every file open. Mind `ulimit -n`.
     #[arg(long, default_value_t = 10_000, allow_negative_numbers = true)]
@@ -148,6 +152,7 @@ impl VersionsArgs {
             base_level_bytes: self.base_level_bytes.unwrap_or(4 * self.write_buffer_bytes),
             block_cache_bytes: self.block_cache,
             background_threads: self.background_threads,
+            compaction_nice: self.compaction_nice,
             ..KvSettings::default()
         }
     }

@@ -127,6 +127,9 @@ pub struct InstallFigures {
     pub lock_wait: TimeFigures,
     /// The critical section: lock taken to the new state published.
     pub lock_held: TimeFigures,
+    /// The same, for the installs whose thread was not preempted around
+    /// it: the section's own cost.
+    pub lock_held_unpreempted: TimeFigures,
     /// Building the version (under the lock).
     pub version_build: TimeFigures,
     /// The manifest append (under the lock).
@@ -141,6 +144,7 @@ impl InstallFigures {
         InstallFigures {
             lock_wait: TimeFigures::of(&t.lock_wait),
             lock_held: TimeFigures::of(&t.lock_held),
+            lock_held_unpreempted: TimeFigures::of(&t.lock_held_unpreempted),
             version_build: TimeFigures::of(&t.build),
             persist: TimeFigures::of(&t.persist),
             durable: TimeFigures::of(&t.durable),
@@ -348,8 +352,11 @@ pub fn table(records: &[&VersionsRecord]) -> Table {
             },
         );
     }
-    let parts: [InstallRow; 5] = [
+    let parts: [InstallRow; 6] = [
         ("install lock held", |i| &i.lock_held),
+        ("install lock held, not preempted", |i| {
+            &i.lock_held_unpreempted
+        }),
         ("version build (under lock)", |i| &i.version_build),
         ("manifest append (under lock)", |i| &i.persist),
         ("manifest sync (after the lock)", |i| &i.durable),

@@ -2,7 +2,8 @@
 //! (ascending sizes):
 //! 1. the install critical section does not grow from the smallest size to
 //!    the largest (Strata's own timing; its mean and p99.9 bucket bound may
-//!    at most double, the resolution of the buckets);
+//!    at most double, the resolution of the buckets), and (reported beside
+//!    it) the same over the installs whose thread was not preempted;
 //! 2. snapshot and iterator creation p99.9 below 100 us at the largest
 //!    size, while compactions run;
 //!    (and, reported beside it, the same over the calls the scheduler did
@@ -13,7 +14,7 @@
 
 use serde::Serialize;
 
-use super::record::{OpLatency, VersionsRecord};
+use super::record::{InstallFigures, OpLatency, TimeFigures, VersionsRecord};
 
 /// The p99.9 bound of target 2, in microseconds.
 const P999_MAX_US: f64 = 100.0;
@@ -50,13 +51,22 @@ pub fn checks(all: &[&VersionsRecord]) -> Vec<Check> {
     };
     let mut out = Vec::new();
 
-    let target = format!(
-        "install critical section flat from {} to {} files",
-        first.target_files, last.target_files
-    );
-    out.push(match (&first.install, &last.install) {
-        (Some(a), Some(b)) if a.lock_held.count > 0 && b.lock_held.count > 0 => {
-            let (a, b) = (&a.lock_held, &b.lock_held);
+    // Every install, then only those whose thread kept its core: a niced
+    // compaction thread preempted in the section waits milliseconds for a
+    // core, which is the machine's load, not the section's cost.
+    type Held = fn(&InstallFigures) -> &TimeFigures;
+    let held: [(&str, Held); 2] = [
+        ("", |i| &i.lock_held),
+        (", installs not preempted", |i| &i.lock_held_unpreempted),
+    ];
+    for (suffix, part) in held {
+        let target = format!(
+            "install critical section flat from {} to {} files{suffix}",
+            first.target_files, last.target_files
+        );
+        out.push(match (&first.install, &last.install) {
+        (Some(a), Some(b)) if part(a).count > 0 && part(b).count > 0 => {
+            let (a, b) = (part(a), part(b));
             let met = b.mean_us <= 2.0 * a.mean_us.max(1.0)
                 && b.p999_us <= 2.0 * a.p999_us.max(1.0);
             check(
@@ -74,6 +84,7 @@ pub fn checks(all: &[&VersionsRecord]) -> Vec<Check> {
             "the engine does not time its installs".to_string(),
         ),
     });
+    }
 
     // All calls, then only those the scheduler did not interrupt: what the
     // engine's own work, locks and I/O cost, without the waits for a core.
