@@ -4,13 +4,15 @@
 //! seqno hold and the ingesting / baseline ratios are reported. Naming
 //! fjall, which cannot ingest, is refused before anything is written.
 
-use std::process::Command;
+mod bench_cli;
+
+use bench_cli::{json_lines, refused};
 
 #[test]
 fn both_phases_report_writes_and_the_ingesting_one_ingestions() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args([
+    let records = json_lines(
+        &[
             "lsm-ingest",
             "--engines",
             "strata",
@@ -31,17 +33,9 @@ fn both_phases_report_writes_and_the_ingesting_one_ingestions() {
             "--runs",
             "1",
             "--json",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lsm-ingest failed: {stderr}");
-    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        ],
+        dir.path(),
+    );
     let phases: Vec<(&str, &str)> = records
         .iter()
         .map(|r| (r["kind"].as_str().unwrap(), r["phase"].as_str().unwrap()))
@@ -88,15 +82,8 @@ fn both_phases_report_writes_and_the_ingesting_one_ingestions() {
 
 #[test]
 fn fjall_is_refused_before_anything_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args(["lsm-ingest", "--engines", "strata,fjall", "--seconds", "1"])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("fjall"), "{stderr}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    refused(
+        &["lsm-ingest", "--engines", "strata,fjall", "--seconds", "1"],
+        "fjall",
+    );
 }

@@ -5,7 +5,9 @@
 //! workloads that write; a range scan reads the keys before its bound. A build without fjall
 //! refuses to run it, before writing anything, and says how to build it.
 
-use std::process::Command;
+mod bench_cli;
+
+use bench_cli::json_lines;
 
 const WORKLOADS: &str = "fillseq,overwrite,readrandom,readmissing,seekrandom,seekrange,\
      readwhilewriting,deleterandom,scan";
@@ -13,8 +15,8 @@ const WORKLOADS: &str = "fillseq,overwrite,readrandom,readmissing,seekrandom,see
 #[test]
 fn every_workload_reports_a_median_on_strata() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args([
+    let medians: Vec<serde_json::Value> = json_lines(
+        &[
             "lsm",
             "--engines",
             "strata",
@@ -39,18 +41,12 @@ fn every_workload_reports_a_median_on_strata() {
             "--block-cache",
             "1M",
             "--json",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lsm failed: {stderr}");
-    let medians: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v: &serde_json::Value| v["kind"] == "median")
-        .collect();
+        ],
+        dir.path(),
+    )
+    .into_iter()
+    .filter(|v| v["kind"] == "median")
+    .collect();
     let names: Vec<&str> = medians
         .iter()
         .map(|m| m["workload"].as_str().unwrap())
@@ -86,15 +82,8 @@ fn every_workload_reports_a_median_on_strata() {
 #[cfg(not(feature = "peer-fjall"))]
 #[test]
 fn naming_fjall_without_its_feature_is_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args(["lsm", "--engines", "strata,fjall", "--keys", "10"])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("--features peer-fjall"), "{stderr}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    bench_cli::refused(
+        &["lsm", "--engines", "strata,fjall", "--keys", "10"],
+        "--features peer-fjall",
+    );
 }

@@ -6,8 +6,9 @@
 //! install timing, then the acceptance targets. A build without RocksDB refuses to run it, before writing
 //! anything, and says how to build it.
 
-use std::process::Command;
+mod bench_cli;
 
+use bench_cli::json_lines;
 use serde_json::Value;
 
 #[test]
@@ -108,49 +109,32 @@ fn paced_readers_keep_to_their_pace() {
 #[cfg(not(feature = "peer-rocksdb"))]
 #[test]
 fn naming_rocksdb_without_its_feature_is_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args(["lsm-versions", "--engines", "strata,rocksdb"])
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("--features peer-rocksdb"), "{stderr}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    bench_cli::refused(
+        &["lsm-versions", "--engines", "strata,rocksdb"],
+        "--features peer-rocksdb",
+    );
 }
 
 /// Runs `lsm-versions` on Strata alone at tiny settings (1 s per size, 2
 /// readers, 4 KiB files) with `flags` added, in `dir`; asserts it exits 0
 /// and returns its JSON lines.
 fn run_strata(dir: &std::path::Path, flags: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args([
-            "lsm-versions",
-            "--engines",
-            "strata",
-            "--seconds",
-            "1",
-            "--readers",
-            "2",
-            "--target-file-bytes",
-            "4K",
-            "--write-buffer-bytes",
-            "16K",
-            "--block-cache",
-            "1M",
-            "--json",
-        ])
-        .args(flags)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lsm-versions failed: {stderr}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    let mut args = vec![
+        "lsm-versions",
+        "--engines",
+        "strata",
+        "--seconds",
+        "1",
+        "--readers",
+        "2",
+        "--target-file-bytes",
+        "4K",
+        "--write-buffer-bytes",
+        "16K",
+        "--block-cache",
+        "1M",
+        "--json",
+    ];
+    args.extend_from_slice(flags);
+    json_lines(&args, dir)
 }

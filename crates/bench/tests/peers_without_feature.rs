@@ -4,27 +4,12 @@
 //! peers are left out (the default and CI build).
 #![cfg(not(any(feature = "peer-raft-engine", feature = "peer-rocksdb")))]
 
-use std::process::Command;
+mod bench_cli;
+
+use bench_cli::refused;
 
 fn refuses(args: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} ran without the peers");
-    assert!(
-        stderr.contains("--features peers"),
-        "no build hint: {stderr}"
-    );
-    assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        0,
-        "{args:?} wrote before refusing"
-    );
+    refused(args, "--features peers");
 }
 
 #[test]
