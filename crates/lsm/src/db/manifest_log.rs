@@ -239,7 +239,7 @@ impl DbInner {
     /// before it began, so that the installs waiting behind it find theirs
     /// covered. A failed write or sync poisons the writer and stops writes.
     ///
-    /// Lock order: `manifest_sync` (held for the write and the sync, one at
+    /// Lock order: `manifest_sync` (held for the writes and the sync, one at
     /// a time: nothing else writes the file meanwhile), then `manifest`
     /// (briefly, before and after); never the reverse.
     pub(super) fn make_manifest_durable(&self, mark: ManifestMark) -> Result<()> {
@@ -269,14 +269,16 @@ impl DbInner {
         let synced = written.and_then(|()| file.sync_data().map_err(Error::io("sync", &path)));
         let mut m = self.manifest.lock();
         let same = m.writer.number() == mark.number;
-        let result = match synced {
+        let mut result = match synced {
             Ok(()) if same => {
                 m.writer.note_synced(end);
                 // The marker vouching that the records before it are
-                // durable (`append_vouched`), written with the next records.
-                m.writer.stage_vouch()
+                // durable (`append_vouched`): written now, unsynced, so
+                // that bit rot in them reads as corruption even if no
+                // install follows; with it any records staged meanwhile.
+                m.writer.stage_vouch().map(|()| m.writer.take_unwritten())
             }
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(None),
             Err(e) => {
                 // What the file holds is unknown: no later append or sync
                 // of it may claim otherwise.
@@ -287,6 +289,17 @@ impl DbInner {
             }
         };
         drop(m);
+        if let Ok(Some((at, bytes))) = &result {
+            if let Err(e) = file.write_at(*at, bytes) {
+                let e = Error::io("write", &path)(e);
+                let mut m = self.manifest.lock();
+                if m.writer.number() == mark.number {
+                    m.writer.poison();
+                }
+                result = Err(e);
+            }
+        }
+        let result = result.map(|_| ());
         if let Err(e) = &result {
             self.stop_writes(e);
         }

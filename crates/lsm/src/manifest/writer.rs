@@ -162,9 +162,8 @@ impl ManifestWriter {
             .map_err(Error::io("write", &self.path))
     }
 
-    /// Stages the marker [`Self::vouch`] writes: written with the next
-    /// records (it vouches for durable ones, so it need not be written
-    /// before them).
+    /// Stages the marker [`Self::vouch`] writes, for a caller that writes
+    /// it outside the writer's lock ([`Self::take_unwritten`]).
     pub fn stage_vouch(&mut self) -> Result<()> {
         let payload = encode_records(&[]);
         self.appender
