@@ -33,10 +33,13 @@
 //! The group-commit queue's own state and slots are never held while a leader
 //! serves (see `strata-log`'s `group_commit.rs`).
 //!
-//! The impl is split by responsibility: `write.rs` (group commit, sync,
-//! compaction), `read.rs` (entries and keys), `stats.rs` (counts and memory),
+//! The impl is split by responsibility: `write.rs` (the writers' checks and
+//! encoding, the group-commit queue, sync, compaction), `append.rs` (the
+//! leader's append, index update and rotation), `read.rs` (entries and
+//! keys), `stats.rs` (counts and memory),
 //! `purge/` at the crate root (freeing files); this file opens and closes.
 
+mod append;
 mod read;
 mod stats;
 mod write;
