@@ -179,3 +179,97 @@ mod families_model {
         }
     }
 }
+
+/// Families created, written, flushed and dropped in a loop on one thread
+/// while another writes, flushes and compacts the default family: every
+/// write to the default family reads back, before and after a reopen and a
+/// power cut, and only the families that were not dropped remain.
+#[test]
+fn families_come_and_go_while_another_family_is_written() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).unwrap();
+    let sync = WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (db, done) = (db.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut round = 0u32;
+            while !done.load(Ordering::Relaxed) {
+                let name = format!("tmp{}", round % 3);
+                let cf = db.create_column_family(&name).unwrap();
+                for i in 0..20u32 {
+                    db.put(&sync, &cf, &db_support::key(i), b"tmp").unwrap();
+                }
+                if round % 2 == 0 {
+                    db.flush(&cf, true).unwrap();
+                }
+                db.drop_column_family(&cf).unwrap();
+                round += 1;
+            }
+            // One left alive, to find after the reopen.
+            let keep = db.create_column_family("kept").unwrap();
+            db.put(&sync, &keep, b"k", b"kept").unwrap();
+            round
+        })
+    };
+    let cf = db.default_column_family();
+    for i in 0..600u32 {
+        db.put(
+            &sync,
+            &cf,
+            &db_support::key(i),
+            &db_support::value(u64::from(i), 64),
+        )
+        .unwrap();
+        if i % 150 == 149 {
+            db.flush(&cf, true).unwrap();
+            db.compact_range(&cf, None, None).unwrap();
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let rounds = churn.join().unwrap();
+    assert!(rounds > 0);
+    let check = |db: &strata_lsm::Db| {
+        let cf = db.default_column_family();
+        for i in 0..600u32 {
+            assert_eq!(
+                db.get(&ReadOptions::default(), &cf, &db_support::key(i))
+                    .unwrap(),
+                Some(db_support::value(u64::from(i), 64)),
+                "key {i}"
+            );
+        }
+        let mut names = db.column_families();
+        names.sort();
+        assert_eq!(names, ["default", "kept"]);
+        let kept = db.column_family("kept").unwrap();
+        assert_eq!(
+            db.get(&ReadOptions::default(), &kept, b"k").unwrap(),
+            Some(b"kept".to_vec())
+        );
+        assert_eq!(
+            db.get(&ReadOptions::default(), &kept, &db_support::key(0))
+                .unwrap(),
+            None
+        );
+    };
+    check(&db);
+    let cut = power_cut(
+        &fs,
+        CrashMode::KeepRandomPages {
+            seed: u64::from(rounds),
+        },
+    );
+    db.close().unwrap();
+    let db = open(&fs, small_options()).unwrap();
+    check(&db);
+    drop(db);
+    let db = open(&cut, small_options()).unwrap();
+    check(&db);
+}
