@@ -206,7 +206,7 @@ fn families_come_and_go_while_another_family_is_written() {
                 for i in 0..20u32 {
                     db.put(&sync, &cf, &db_support::key(i), b"tmp").unwrap();
                 }
-                if round % 2 == 0 {
+                if round.is_multiple_of(2) {
                     db.flush(&cf, true).unwrap();
                 }
                 db.drop_column_family(&cf).unwrap();
