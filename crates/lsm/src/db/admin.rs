@@ -60,12 +60,9 @@ impl Db {
         // may still be in the WAL, and replay would give them to a new
         // family under the same id. (Recovery starts every family on a
         // fresh WAL, so ids of earlier processes are safe to reuse.)
-        let id = m.next_family_id.max(
-            cfs.by_id
-                .keys()
-                .max()
-                .map_or(DEFAULT_COLUMN_FAMILY + 1, |id| id.saturating_add(1)),
-        );
+        // (`next_family_id` starts above every family recovered and only
+        // grows; at `u32::MAX` it may name a live family, refused here.)
+        let id = m.next_family_id;
         let Some(next_id) = id.checked_add(1) else {
             return Err(Error::InvalidArgument(
                 "every column family id is taken".into(),

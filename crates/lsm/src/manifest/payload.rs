@@ -30,7 +30,6 @@ pub fn encode_records(records: &[ManifestRecord]) -> Vec<u8> {
     let mut body = Vec::new();
     for record in records {
         body.clear();
-        // { u8 tag | varint len | body }
         let tag = match record {
             ManifestRecord::Edit(edit) => {
                 edit.encode_to(&mut body);
@@ -46,11 +45,16 @@ pub fn encode_records(records: &[ManifestRecord]) -> Vec<u8> {
                 TAG_DROP_COLUMN_FAMILY
             }
         };
-        out.push(tag);
-        put_varint(&mut out, body.len() as u64);
-        out.extend_from_slice(&body);
+        put_entry(&mut out, tag, &body);
     }
     out
+}
+
+/// Appends one entry: `u8 tag | varint len | body`.
+fn put_entry(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    out.push(tag);
+    put_varint(out, body.len() as u64);
+    out.extend_from_slice(body);
 }
 
 /// Encodes `edits` as [`encode_records`] encodes them as
@@ -64,9 +68,7 @@ pub fn encode_checked_edits(edits: &[VersionEdit]) -> Result<Vec<u8>, String> {
         body.clear();
         edit.encode_to(&mut body);
         VersionEdit::decode(&body).map_err(|e| format!("the edit would not decode: {e}"))?;
-        out.push(TAG_EDIT);
-        put_varint(&mut out, body.len() as u64);
-        out.extend_from_slice(&body);
+        put_entry(&mut out, TAG_EDIT, &body);
     }
     Ok(out)
 }
@@ -186,6 +188,24 @@ fn shift(e: DecodeError, by: usize) -> DecodeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An install's edits, encoded without records (`encode_checked_edits`),
+    /// are the bytes `encode_records` makes of them as records.
+    #[test]
+    fn edits_encode_as_their_records_do() {
+        let mut edit = VersionEdit::new();
+        edit.column_family = 3;
+        edit.log_number = Some(12);
+        edit.delete_file(1, 7);
+        let edits = vec![edit, VersionEdit::new()];
+        let records: Vec<ManifestRecord> =
+            edits.iter().cloned().map(ManifestRecord::Edit).collect();
+        assert_eq!(
+            encode_checked_edits(&edits).unwrap(),
+            encode_records(&records)
+        );
+        assert_eq!(encode_checked_edits(&[]).unwrap(), encode_records(&[]));
+    }
 
     #[test]
     fn records_round_trip() {
