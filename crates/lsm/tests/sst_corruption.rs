@@ -123,3 +123,43 @@ fn other_versions_and_magics_are_refused_by_name() {
     let e = open(&*fs, &path).unwrap_err().to_string();
     assert!(e.contains("not an SST file"), "{e}");
 }
+
+/// `open` reads every index partition with one read; a damaged one is not
+/// kept, and fails the lookups that need it (read again on first use), not
+/// the open or the lookups served by other partitions.
+#[test]
+fn a_damaged_index_partition_fails_the_lookups_that_need_it_not_the_open() {
+    let m = sample_model(60);
+    let (fs, path) = memfs_with(&m, tiny(Compression::None));
+    let r = open(&*fs, &path).unwrap();
+    assert!(
+        r.properties().index_partitions > 2,
+        "want a partitioned index"
+    );
+    let index_at = r.footer().index.offset;
+    let partitions_at = r
+        .meta_index()
+        .blocks
+        .values()
+        .filter(|h| h.offset < index_at)
+        .map(|h| h.end().unwrap())
+        .max()
+        .unwrap();
+    fs.corrupt(&path, (partitions_at + index_at) / 2, 0x10)
+        .unwrap();
+    let r = open(&*fs, &path).expect("a damaged partition does not fail the open");
+    let (mut failed, mut found) = (0, 0);
+    for k in m.entries.keys() {
+        match r.get(k.user_key(), k.seqno()) {
+            Ok(got) => {
+                assert_eq!(got, m.get(k.user_key(), k.seqno()), "a wrong value");
+                found += 1;
+            }
+            Err(e) => {
+                assert_corruption(e, &path, "lookup through the damaged partition");
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 0 && found > 0, "failed {failed}, found {found}");
+}

@@ -14,6 +14,7 @@
 //! - `stored_block`: compression and the checksummed block trailer;
 //! - `filter`: the bloom filters; `index`: separators and partitions;
 //! - `properties`, `meta_index`, `range_del`: the meta blocks;
+//! - `file_blocks`: reading blocks, one by one or from a span read at once;
 //! - `options`, `writer`, `reader`, `iter`: the public face.
 //!
 //! Invariants every file of this module keeps:
@@ -24,6 +25,7 @@
 
 mod block;
 mod block_builder;
+mod file_blocks;
 mod filter;
 pub mod format;
 mod index;
@@ -38,6 +40,7 @@ mod writer;
 
 pub use block::{Block, BlockIter, KeyOrder};
 pub use block_builder::BlockBuilder;
+pub(crate) use file_blocks::read_exact;
 pub use filter::{BloomFilter, FilterBuilder};
 pub use format::{BlockHandle, Compression, Footer, IndexKind};
 pub use index::separator;
@@ -46,7 +49,6 @@ pub use meta_index::MetaIndex;
 pub use options::SstWriterOptions;
 pub use properties::{Properties, PropertiesCollector};
 pub use range_del::{decode as decode_range_deletions, RangeTombstone};
-pub(crate) use reader::read_exact;
 pub use reader::SstReader;
 pub(crate) use stored_block::{
     check as check_block, compressed_parts, seal_compressed, unseal_checked,

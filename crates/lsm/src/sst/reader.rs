@@ -1,15 +1,16 @@
 //! Opens an SST file and answers point lookups; scans go through
 //! [`SstIter`](super::SstIter).
 //!
-//! `open` reads, in order: the footer (magic, version, checksum), the
-//! meta-index, the properties, the filters, the range tombstones and the top
-//! level of the index; those stay in memory for the reader's life. Data
-//! blocks and index partitions are read on demand through the block cache.
+//! `open` reads, in three reads (`file_blocks`): the footer (magic,
+//! version, checksum); the top level of the index, the properties and the
+//! meta-index; the filters, the range tombstones and the index partitions.
+//! Those stay in memory for the reader's life. Data blocks are read on
+//! demand through the block cache.
 //!
 //! Invariants:
 //! - Every block read is bounds-checked against the file (a handle must end
 //!   at or before the footer), verified by its checksum, decompressed within
-//!   [`MAX_BLOCK_LEN`] and validated by [`Block::decode`] before use; a
+//!   `MAX_BLOCK_LEN` and validated by [`Block::decode`] before use; a
 //!   failure is `Error::Corruption` naming the file and the block's offset.
 //! - Nothing a reader returns comes from bytes that failed a check.
 //!
@@ -19,21 +20,19 @@
 
 use super::format::IndexKind;
 use std::cmp::Ordering;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use strata_codec::DecodeError;
-use strata_fs::{File, FileSystem};
+use strata_fs::FileSystem;
 
 use super::block::{Block, BlockIter, KeyOrder};
+use super::file_blocks::{read_exact, FileBlocks};
 use super::filter::BloomFilter;
-use super::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
+use super::format::{BlockHandle, Footer, FOOTER_LEN};
 use super::iter::{lookup_key, lookup_trailer, ReaderHandle, SstIter};
 use super::meta_index::{self, MetaIndex};
 use super::properties::Properties;
 use super::range_del::{self, RangeTombstone};
-use super::stored_block::unseal;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
@@ -70,15 +69,17 @@ pub(super) struct ReaderInner {
 }
 
 /// One partition of the index as point lookups see it: the last separator
-/// it holds, where it is, and the partition itself once a lookup needed it.
+/// it holds, where it is, and the partition itself.
 ///
-/// A point lookup reaches a partition on every call, so a partition stays
-/// with the open file after its first read (RocksDB's default keeps a whole
-/// unpartitioned index in memory the same way): a lookup then costs one
-/// block-cache probe, for the data block, instead of two, and a cold read
-/// one device read. The memory is the index of the files point reads
-/// touched, about 30 bytes per data block, released when the table cache
-/// closes the file.
+/// A point lookup reaches a partition on every call, so the open file keeps
+/// every partition (RocksDB's default keeps a whole unpartitioned index in
+/// memory the same way): a lookup then costs one block-cache probe, for the
+/// data block, instead of two, and a cold read one device read. `open`
+/// reads them all with one read (`file_blocks`); one it could not (a span
+/// over `SPAN_MAX_BYTES`, a partition that fails its checks) is read on
+/// first use, which reports its damage. The memory is the file's index,
+/// about 30 bytes per data block, released when the table cache closes the
+/// file.
 #[derive(Debug)]
 struct Partition {
     last_key: Box<[u8]>,
@@ -103,71 +104,6 @@ fn partitions_of(top: &Arc<Block>, blocks: &FileBlocks, index_at: u64) -> Result
         it.next();
     }
     Ok(out.into_boxed_slice())
-}
-
-/// The largest read buffer a thread keeps between reads (a larger block's
-/// buffer is freed after it).
-const STORED_KEPT_BYTES: usize = 256 << 10;
-
-thread_local! {
-    /// Each thread's buffer for a block's stored bytes (see `read_raw`).
-    static STORED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The file and the bounds its blocks must keep.
-#[derive(Debug)]
-struct FileBlocks {
-    path: PathBuf,
-    file: Arc<dyn File>,
-    /// Where the footer starts: every block ends at or before it.
-    data_end: u64,
-}
-
-impl FileBlocks {
-    fn corruption(&self, offset: u64, reason: impl Into<String>) -> Error {
-        Error::corruption(&self.path, offset, reason)
-    }
-
-    /// Reads, checks and decompresses the block at `handle`.
-    fn read_raw(&self, handle: BlockHandle, what: &str) -> Result<Vec<u8>> {
-        let end = handle.end().filter(|&e| e <= self.data_end);
-        if end.is_none() || handle.size > MAX_BLOCK_LEN {
-            return Err(self.corruption(
-                handle.offset,
-                format!(
-                    "{what} block handle (offset {}, size {}) lies outside the file's {} data bytes",
-                    handle.offset, handle.size, self.data_end
-                ),
-            ));
-        }
-        // The stored bytes are read into a buffer the thread keeps: every
-        // read of a compressed block would otherwise allocate, zero and free
-        // them around the block it decompresses.
-        STORED.with_borrow_mut(|buf| {
-            buf.clear();
-            buf.resize(handle.size as usize + BLOCK_TRAILER_LEN, 0);
-            let read = read_exact(&*self.file, &self.path, handle.offset, buf);
-            let raw = read.and_then(|()| {
-                unseal(buf)
-                    .map_err(|e| self.corruption(handle.offset, format!("{what} block: {e}")))
-            });
-            if buf.capacity() > STORED_KEPT_BYTES {
-                *buf = Vec::new();
-            }
-            raw
-        })
-    }
-
-    /// Reads a block and decodes it with `decode`.
-    fn read_decoded<T>(
-        &self,
-        handle: BlockHandle,
-        what: &str,
-        decode: impl FnOnce(Vec<u8>) -> std::result::Result<T, DecodeError>,
-    ) -> Result<T> {
-        decode(self.read_raw(handle, what)?)
-            .map_err(|e| self.corruption(handle.offset, format!("{what} block: {e}")))
-    }
 }
 
 impl ReaderInner {
@@ -308,18 +244,6 @@ impl ReaderInner {
     }
 }
 
-pub(crate) fn read_exact(file: &dyn File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
-    match file.read_exact_at(offset, buf) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(Error::corruption(
-            path,
-            offset,
-            format!("file ends inside a {}-byte read", buf.len()),
-        )),
-        Err(e) => Err(Error::io("read", path)(e)),
-    }
-}
-
 impl SstReader {
     /// Opens the SST file at `path`. `file_number` names the file in the
     /// block cache and must never have named another file; `cache` may be
@@ -367,18 +291,60 @@ impl SstReader {
             file,
             data_end,
         };
-        let meta_index = blocks.read_decoded(footer.meta_index, "meta-index", MetaIndex::decode)?;
+        // Three reads for every meta block, where the file is laid out as
+        // the writer lays it out (`file_blocks`): the index, properties and
+        // meta-index behind it; then what lies between the data and the
+        // index (filters, range deletions, index partitions).
+        let behind = blocks.read_span(footer.index.offset, data_end)?;
+        let meta_index = blocks.decoded_from(
+            behind.as_ref(),
+            footer.meta_index,
+            "meta-index",
+            MetaIndex::decode,
+        )?;
         let props_handle = meta_index.get(meta_index::PROPERTIES).ok_or_else(|| {
             blocks.corruption(
                 footer.meta_index.offset,
                 "meta-index names no properties block",
             )
         })?;
-        let properties = blocks.read_decoded(props_handle, "properties", Properties::decode)?;
+        let properties = blocks.decoded_from(
+            behind.as_ref(),
+            props_handle,
+            "properties",
+            Properties::decode,
+        )?;
+        // The top level is read around the cache: it stays pinned here.
+        let index_top = Arc::new(blocks.decoded_from(
+            behind.as_ref(),
+            footer.index,
+            "index",
+            |raw| Block::decode(raw, KeyOrder::Internal),
+        )?);
+        drop(behind);
+        let partitions = match footer.index_kind {
+            IndexKind::Single => Box::default(),
+            IndexKind::Partitioned => partitions_of(&index_top, &blocks, footer.index.offset)?,
+        };
+        let before_index = meta_index
+            .blocks
+            .values()
+            .map(|h| h.offset)
+            .chain(partitions.iter().map(|p| p.handle.offset))
+            .filter(|&offset| offset < footer.index.offset)
+            .min();
+        let before = match before_index {
+            Some(from) => blocks.read_span(from, footer.index.offset)?,
+            None => None,
+        };
         let filter = |name: &str| -> Result<Option<BloomFilter>> {
             meta_index
                 .get(name)
-                .map(|h| blocks.read_decoded(h, "filter", |raw| BloomFilter::decode(&raw)))
+                .map(|h| {
+                    blocks.decoded_from(before.as_ref(), h, "filter", |raw| {
+                        BloomFilter::decode(&raw)
+                    })
+                })
                 .transpose()
         };
         let whole_key_filter = filter(meta_index::WHOLE_KEY_FILTER)?;
@@ -390,7 +356,9 @@ impl SstReader {
             ));
         }
         let mut range_tombstones = match meta_index.get(meta_index::RANGE_DELETIONS) {
-            Some(h) => blocks.read_decoded(h, "range-deletion", range_del::decode)?,
+            Some(h) => {
+                blocks.decoded_from(before.as_ref(), h, "range-deletion", range_del::decode)?
+            }
             None => Vec::new(),
         };
         let global_seqno = (assigned > 0
@@ -402,14 +370,22 @@ impl SstReader {
                 t.seqno = g;
             }
         }
-        // The top level is read around the cache: it stays pinned here.
-        let index_top = Arc::new(blocks.read_decoded(footer.index, "index", |raw| {
-            Block::decode(raw, KeyOrder::Internal)
-        })?);
-        let partitions = match footer.index_kind {
-            IndexKind::Single => Box::default(),
-            IndexKind::Partitioned => partitions_of(&index_top, &blocks, footer.index.offset)?,
-        };
+        // With the partitions read, a cold point read is one device read
+        // (its data block), as in a file of a one-block index. One not in
+        // the span, or damaged, is left to its first use, which reads it
+        // again and reports what it finds: a damaged partition fails the
+        // lookups that need it, not the open.
+        if let Some(before) = &before {
+            for p in partitions.iter() {
+                let decoded =
+                    blocks.decoded_from(Some(before), p.handle, "index partition", |raw| {
+                        Block::decode(raw, KeyOrder::Internal)
+                    });
+                if let Ok(block) = decoded {
+                    let _ = p.pinned.set(Arc::new(block));
+                }
+            }
+        }
         Ok(SstReader {
             inner: Arc::new(ReaderInner {
                 blocks,
