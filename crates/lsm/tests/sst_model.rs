@@ -190,10 +190,11 @@ proptest! {
 
 /// `open` reads a file's meta blocks, index partitions among them, in three
 /// reads, and a point lookup then reads only its data block: with no block
-/// cache, one read per lookup from the first. Counted on the file system.
+/// cache, one read per lookup from the first, and a scan reads each data
+/// block once. Counted on the file system.
 /// (Partitions read on first use made a cold lookup two device reads.)
 #[test]
-fn open_reads_the_meta_blocks_in_three_reads_and_lookups_one_block_each() {
+fn open_reads_the_meta_blocks_in_three_reads_and_reads_then_take_only_data_blocks() {
     let mut m = Model::default();
     for i in 0..400u32 {
         let k = format!("key{i:05}").into_bytes();
@@ -234,4 +235,13 @@ fn open_reads_the_meta_blocks_in_three_reads_and_lookups_one_block_each() {
         "one data block per lookup"
     );
     assert_eq!(read(&r), m.entries.len() as u64, "and again");
+    // Iterators take the partitions the open file keeps: a scan either way
+    // reads each data block once and nothing else.
+    let blocks = r.properties().num_data_blocks;
+    let before = fs.count(strata_fs::Op::Read);
+    assert_eq!(scan_forward(&mut r.iter()).unwrap(), m.list());
+    assert_eq!(fs.count(strata_fs::Op::Read) - before, blocks, "forward");
+    let before = fs.count(strata_fs::Op::Read);
+    assert_eq!(scan_backward(&mut r.iter()).unwrap(), m.list());
+    assert_eq!(fs.count(strata_fs::Op::Read) - before, blocks, "backward");
 }

@@ -133,6 +133,8 @@ struct TwoLevel<O> {
     what: &'static str,
     /// Blocks read from the file go into the block cache.
     fill_cache: bool,
+    /// The inner blocks are index partitions, which the open file keeps.
+    partitions: bool,
 }
 
 impl<O: Cursor> TwoLevel<O> {
@@ -144,6 +146,7 @@ impl<O: Cursor> TwoLevel<O> {
             reader,
             what,
             fill_cache: true,
+            partitions: false,
         }
     }
 
@@ -160,12 +163,16 @@ impl<O: Cursor> TwoLevel<O> {
                 .corruption(at, format!("{} entry: bad block handle: {e}", self.what))
         })?;
         if self.inner.as_ref().is_none_or(|(h, _)| *h != handle) {
-            let block = self.reader.read_block_filling(
-                handle,
-                KeyOrder::Internal,
-                self.what,
-                self.fill_cache,
-            )?;
+            let block = if self.partitions {
+                self.reader.index_partition(handle)?
+            } else {
+                self.reader.read_block_filling(
+                    handle,
+                    KeyOrder::Internal,
+                    self.what,
+                    self.fill_cache,
+                )?
+            };
             self.inner = Some((handle, block.iter()));
         }
         Ok(self.inner.as_mut().map(|(_, it)| it))
@@ -393,11 +400,10 @@ impl SstIter {
         let top = unsafe { reader.index_top.iter_borrowed() };
         let index: IndexCursor = match reader.footer.index_kind {
             IndexKind::Single => IndexCursor::Single(top),
-            IndexKind::Partitioned => IndexCursor::Partitioned(Box::new(TwoLevel::new(
-                top,
-                reader.clone(),
-                "index partition",
-            ))),
+            IndexKind::Partitioned => IndexCursor::Partitioned(Box::new(TwoLevel {
+                partitions: true,
+                ..TwoLevel::new(top, reader.clone(), "index partition")
+            })),
         };
         SstIter {
             data: TwoLevel::new(index, reader, "data"),
@@ -413,7 +419,7 @@ impl SstIter {
     }
 
     /// Keeps the data blocks this iterator reads from the file out of the
-    /// block cache (index partitions still go in: they are few and shared).
+    /// block cache (index partitions are the open file's own).
     pub(super) fn stop_filling_cache(&mut self) {
         self.data.fill_cache = false;
     }

@@ -196,6 +196,19 @@ impl ReaderInner {
         Ok(partition.pinned.get_or_init(|| block))
     }
 
+    /// The index partition at `handle`, as the open file keeps it (read
+    /// now if `open` could not); a handle naming no partition of the top
+    /// level is read through the cache like any block.
+    pub(super) fn index_partition(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        let at = self
+            .partitions
+            .binary_search_by_key(&handle.offset, |p| p.handle.offset);
+        match at.ok().map(|i| &self.partitions[i]) {
+            Some(p) if p.handle == handle => self.pinned_partition(p).cloned(),
+            _ => self.read_block(handle, KeyOrder::Internal, "index partition"),
+        }
+    }
+
     fn index_handle(&self, value: &[u8]) -> Result<BlockHandle> {
         BlockHandle::decode(value).map_err(|e| {
             self.corruption(
