@@ -511,7 +511,7 @@ fn check_and_stats_accept_a_hole_a_logged_purge_covers() {
     let config = Config {
         compression_threshold_bytes: 0,
         // Removed, not renamed for reuse: the copy below stands for the file.
-        recycle_files_max: 0,
+        recycle_files_max: Some(0),
         ..config(false)
     };
     let engine = open(tmp.path(), config.clone()).unwrap();

@@ -39,8 +39,14 @@ pub struct Config {
     /// Threads that read files in parallel during recovery. Default 4; min 1; max 64.
     pub recovery_threads: usize,
     /// Purged files kept (renamed) for reuse as new log files, so that a new file
-    /// needs no allocation. Default 16; max 1024.
-    pub recycle_files_max: usize,
+    /// needs no allocation and its pages stay in memory. Max 1024. Default
+    /// (`None`): as many files of `target_file_size_bytes` as
+    /// `purge_threshold_bytes` holds, at least 16 ([`Config::recycle_files_cap`];
+    /// raft-engine's recycling keeps as many, and half again). A purge that
+    /// frees more deletes the rest, and their cached pages with them, which a
+    /// virtual machine that hands free memory back to its host pays for when
+    /// the appends take memory again (`docs/raftlog.md`).
+    pub recycle_files_max: Option<usize>,
     /// Preallocate each new log file to its target size. Default true.
     pub preallocate: bool,
     /// Make the append queue's next file ahead of its rotation, on a thread
@@ -62,7 +68,7 @@ impl Default for Config {
             recovery_mode: RecoveryMode::default(),
             recovery_reads_index_sections: true,
             recovery_threads: 4,
-            recycle_files_max: 16,
+            recycle_files_max: None,
             preallocate: true,
             prepare_next_file: true,
             batch_bytes_max: 256 << 20,
@@ -70,7 +76,19 @@ impl Default for Config {
     }
 }
 
+/// The most files `recycle_files_max` may keep.
+const RECYCLE_FILES_MAX: usize = 1024;
+
 impl Config {
+    /// How many purged files are kept for reuse: `recycle_files_max`, or by
+    /// default the purge threshold's worth of files, at least 16.
+    pub fn recycle_files_cap(&self) -> usize {
+        self.recycle_files_max.unwrap_or_else(|| {
+            let files = self.purge_threshold_bytes / self.target_file_size_bytes.max(1);
+            (files as usize).clamp(16, RECYCLE_FILES_MAX)
+        })
+    }
+
     /// Parses a TOML document; missing fields take their defaults.
     pub fn from_toml(text: &str) -> Result<Config> {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
@@ -113,7 +131,9 @@ impl Config {
             1 << 30,
         )?;
         check("recovery_threads", self.recovery_threads as u64, 1, 64)?;
-        check("recycle_files_max", self.recycle_files_max as u64, 0, 1024)?;
+        if let Some(n) = self.recycle_files_max {
+            check("recycle_files_max", n as u64, 0, RECYCLE_FILES_MAX as u64)?;
+        }
         check("batch_bytes_max", self.batch_bytes_max, 1 << 10, 1 << 30)?;
         Ok(())
     }
@@ -129,6 +149,23 @@ mod tests {
         c.validate().unwrap();
         let text = toml::to_string(&c).unwrap();
         assert_eq!(Config::from_toml(&text).unwrap(), c);
+    }
+
+    /// The default pool holds the purge threshold's worth of files, within
+    /// its bounds; a number given is taken as it is.
+    #[test]
+    fn the_recycled_pool_follows_the_purge_threshold_unless_given() {
+        let mut c = Config::default();
+        assert_eq!(c.recycle_files_cap(), 80);
+        c.purge_threshold_bytes = 1 << 30;
+        assert_eq!(c.recycle_files_cap(), 16);
+        c.target_file_size_bytes = 64 << 10;
+        assert_eq!(c.recycle_files_cap(), 1024);
+        c.recycle_files_max = Some(0);
+        assert_eq!(c.recycle_files_cap(), 0);
+        let c = Config::from_toml("recycle_files_max = 3").unwrap();
+        assert_eq!(c.recycle_files_max, Some(3));
+        assert!(Config::from_toml("recycle_files_max = 1025").is_err());
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! ```
 
 mod config;
+mod drop_ahead;
 mod engine;
 mod error;
 pub mod format;

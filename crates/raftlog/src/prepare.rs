@@ -5,7 +5,8 @@
 //! milliseconds while other processes create files).
 //!
 //! It also starts the writeback of unsynced appends (`Preparer::start_writeback`),
-//! a hint that can block while the device's queue is full.
+//! a hint that can block while the device's queue is full, and drops a
+//! recycled file's old cache just ahead of the appends (`drop_ahead.rs`).
 //!
 //! The preparer, woken after each rotation:
 //! 1. renames the file the rotation made active from its `recycle-` name to
@@ -17,8 +18,8 @@
 //!    scanned instead. A sync there
 //!    was a device flush on top of the leader's, which every writer waited
 //!    out right after each rotation;
-//! 3. takes a recycled file (dropping its cached pages a few MiB at a time,
-//!    see `drop_cache_gently`), or creates a fresh one under a `recycle-`
+//! 3. takes a recycled file (dropping the cache of its first few MiB, see
+//!    `drop_ahead.rs`, the rest as the appends reach it), or creates a fresh one under a `recycle-`
 //!    name and preallocates it a few MiB at a time (`allocate_gently`);
 //! 4. syncs the directory: the rename of step 1, a purge's renames into the
 //!    recycled pool and the fresh file's name are durable from here on;
@@ -48,6 +49,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 use strata_fs::{File, FileSystem};
 
+use crate::drop_ahead::{DropAhead, DropRange, DROP_AHEAD_BYTES};
 use crate::format::{FileId, RECYCLE_PREFIX};
 use crate::metrics::Metrics;
 use crate::pipe::{file_head, ActiveFile, SectionPace, SMALL_APPEND_BYTES};
@@ -62,6 +64,8 @@ pub(crate) struct Prepared {
     /// Its name in the directory, a `recycle-` name.
     pub name: String,
     pub file: Arc<dyn File>,
+    /// A recycled file whose old cache is dropped ahead of the appends.
+    pub drop_ahead: Option<DropAhead>,
 }
 
 /// The active file's rename left to the preparer (step 1).
@@ -92,9 +96,18 @@ struct State {
     seal: Vec<ActiveFile>,
     /// The oldest sealed file whose section is still being written.
     sealing: Option<u64>,
-    /// Ranges of the active file whose writeback to start (unsynced appends).
-    writeback: Vec<(Arc<dyn File>, u64, u64)>,
+    /// Hints for the active file: writeback to start (unsynced appends),
+    /// old cache to drop.
+    hints: Vec<Hint>,
     stop: bool,
+}
+
+/// A hint the leader leaves to the preparer: both can block (the first while
+/// the device's queue is full, the second on the kernel's freeing of pages).
+#[derive(Debug)]
+enum Hint {
+    Writeback(Arc<dyn File>, u64, u64),
+    Drop(DropRange),
 }
 
 #[derive(Debug)]
@@ -189,7 +202,15 @@ impl Preparer {
     /// full, which must not happen on the leader's path.
     pub fn start_writeback(&self, file: Arc<dyn File>, offset: u64, len: u64) {
         let mut state = self.shared.state.lock();
-        state.writeback.push((file, offset, len));
+        state.hints.push(Hint::Writeback(file, offset, len));
+        self.shared.wake.notify_one();
+    }
+
+    /// Drops `range`'s cached pages on the preparer's thread (see
+    /// `drop_ahead.rs`).
+    pub fn drop_ahead(&self, range: DropRange) {
+        let mut state = self.shared.state.lock();
+        state.hints.push(Hint::Drop(range));
         self.shared.wake.notify_one();
     }
 
@@ -252,14 +273,13 @@ impl Shared {
     fn run(&self) {
         strata_fs::lower_thread_priority();
         loop {
-            let (want, seal, writeback) = {
+            let (want, seal, hints) = {
                 let mut state = self.state.lock();
                 loop {
                     if state.stop && state.seal.is_empty() {
                         return;
                     }
-                    if !state.seal.is_empty() || state.want.is_some() || !state.writeback.is_empty()
-                    {
+                    if !state.seal.is_empty() || state.want.is_some() || !state.hints.is_empty() {
                         break;
                     }
                     self.wake.wait(&mut state);
@@ -267,14 +287,19 @@ impl Shared {
                 let seal = std::mem::take(&mut state.seal);
                 state.sealing = seal.first().map(|f| f.id.seq);
                 let want = if state.stop { None } else { state.want.take() };
-                (want, seal, std::mem::take(&mut state.writeback))
+                (want, seal, std::mem::take(&mut state.hints))
             };
             // Step 1. A failure leaves it pending, and nothing prepared: the
             // leader's next rotation meets it and reports it.
             let renamed = self.finish_rename().is_ok();
-            for (file, offset, len) in writeback {
-                // A hint: an error stays with the file, and its sync reports it.
-                let _ = file.start_writeback(offset, len);
+            for hint in hints {
+                match hint {
+                    // An error stays with the file, and its sync reports it.
+                    Hint::Writeback(file, offset, len) => {
+                        let _ = file.start_writeback(offset, len);
+                    }
+                    Hint::Drop(range) => range.run(),
+                }
             }
             let sealed_any = !seal.is_empty();
             let mut spent = Vec::with_capacity(seal.len());
@@ -350,14 +375,18 @@ impl Shared {
     fn prepare(&self, id: FileId) -> Option<Prepared> {
         fail::fail_point!("raftlog::prepare", |_| None);
         let reused = self.recycled.lock().pop();
-        let (name, file) = match reused {
+        let (name, file, drop_ahead) = match reused {
             Some(name) => match self.fs.open(&self.dir.join(&name), true) {
                 Ok(file) => {
                     Metrics::add(&self.metrics.files_recycled, 1);
+                    let mut drop_ahead = None;
                     if self.metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
-                        drop_cache_gently(file.as_ref());
+                        // Best effort, as every drop of the cache.
+                        let len = file.len().unwrap_or(0);
+                        let _ = file.drop_cache(0, DROP_AHEAD_BYTES.min(len));
+                        drop_ahead = Some(DropAhead::new(DROP_AHEAD_BYTES, len));
                     }
-                    (name, file)
+                    (name, file, drop_ahead)
                 }
                 Err(_) => {
                     self.recycled.lock().push(name);
@@ -374,7 +403,7 @@ impl Shared {
                     let _ = self.fs.remove(&path);
                     return None;
                 }
-                (name, file)
+                (name, file, None)
             }
         };
         let give_back = |name: String| {
@@ -390,7 +419,12 @@ impl Shared {
             return give_back(name);
         }
         Metrics::add(&self.metrics.fsyncs, 1);
-        Some(Prepared { id, name, file })
+        Some(Prepared {
+            id,
+            name,
+            file,
+            drop_ahead,
+        })
     }
 }
 
@@ -432,30 +466,6 @@ fn allocate_gently(file: &dyn File, len: u64) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `drop_cache_gently` drops this much of a file's cache at a time...
-const DROP_CHUNK_BYTES: u64 = 4 << 20;
-/// ...and pauses this long between chunks.
-const DROP_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// Drops a recycled file's cached pages (see `SMALL_APPEND_BYTES`) a few
-/// MiB at a time. In one call, the 128 MiB of a file's previous life took
-/// 15-28 ms of the kernel's time, during which the leader's syncs took 3-5
-/// ms instead of a few hundred microseconds (A-4 traced: twice as many
-/// writes over 2 ms right after each rotation); in chunks, with pauses, it
-/// takes 60 ms and the leader's syncs barely notice. Best effort: a cache
-/// left in place only costs write amplification.
-fn drop_cache_gently(file: &dyn File) {
-    let len = file.len().unwrap_or(0);
-    let mut at = 0;
-    while at < len {
-        let _ = file.drop_cache(at, DROP_CHUNK_BYTES);
-        at += DROP_CHUNK_BYTES;
-        if at < len {
-            std::thread::sleep(DROP_PAUSE);
-        }
-    }
 }
 
 /// Recovery's half of the rule above: a prepared file renamed into place by

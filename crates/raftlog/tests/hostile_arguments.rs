@@ -283,7 +283,7 @@ fn configs_out_of_bounds_are_refused_before_any_io() {
         (
             "huge recycle pool",
             Config {
-                recycle_files_max: usize::MAX,
+                recycle_files_max: Some(usize::MAX),
                 ..Config::default()
             },
         ),

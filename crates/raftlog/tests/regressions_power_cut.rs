@@ -318,7 +318,7 @@ fn a_recycled_file_renamed_but_not_yet_rewritten_is_unfinished() {
 fn any_subset_of_a_purges_removals_reopens_without_dead_data() {
     for recycle in [0, 8] {
         let config = Config {
-            recycle_files_max: recycle,
+            recycle_files_max: Some(recycle),
             // The preparer's directory syncs would race with the purge's
             // removals; without it every directory sync is on this thread.
             prepare_next_file: false,

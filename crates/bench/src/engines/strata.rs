@@ -33,7 +33,7 @@ impl StrataEngine {
             config.purge_threshold_bytes = bytes;
         }
         if let Some(n) = options.recycle_files_max {
-            config.recycle_files_max = n;
+            config.recycle_files_max = Some(n);
         }
         let engine = Engine::open(dir, config).map_err(|e| EngineError::new(NAME, "open", e))?;
         Ok(StrataEngine { engine })

@@ -59,6 +59,9 @@ pub enum Op {
     WillNeed,
     /// `File::start_writeback` (a hint, as `WillNeed`).
     StartWriteback,
+    /// `File::drop_cache` (a hint, as `WillNeed`; the ranges asked are kept,
+    /// see [`FaultFs::cache_drops`]).
+    DropCache,
 }
 
 /// A file system that fails on command; clones share the injection state.
@@ -92,6 +95,8 @@ struct FaultState {
     counts: HashMap<Op, u64>,
     /// Bytes asked for by `will_need` calls that were not failed.
     will_need_bytes: u64,
+    /// `(path, offset, len)` of every `drop_cache` call, failed ones included.
+    cache_drops: Vec<(PathBuf, u64, u64)>,
     /// Bytes files may still grow by; `None` is unlimited.
     space_left: Option<u64>,
     flips: Vec<BitFlip>,
@@ -210,6 +215,12 @@ impl FaultFs {
     /// counted): how far a reader reads ahead.
     pub fn will_need_bytes(&self) -> u64 {
         self.state.lock().will_need_bytes
+    }
+
+    /// The `(path, offset, len)` of every `File::drop_cache` call so far, in
+    /// call order, failed ones included.
+    pub fn cache_drops(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.state.lock().cache_drops.clone()
     }
 
     fn enter(&self, op: Op) -> io::Result<()> {
@@ -402,6 +413,11 @@ impl File for FaultFile {
     }
 
     fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        {
+            let mut state = self.state.lock();
+            state.cache_drops.push((self.path.clone(), offset, len));
+            state.enter(Op::DropCache)?;
+        }
         self.inner.drop_cache(offset, len)
     }
 

@@ -185,6 +185,15 @@ impl Engine {
         if sync {
             active.synced_end = offset;
         }
+        // A recycled file's old cache goes just ahead of the appends
+        // (`drop_ahead.rs`), off the leader's path when there is a preparer.
+        let a = &mut *active;
+        if let Some(range) = a.drop_ahead.as_mut().and_then(|d| d.due(&a.file, offset)) {
+            match &self.preparer {
+                Some(p) => p.drop_ahead(range),
+                None => range.run(),
+            }
+        }
         if let Some((from, len)) = active.writeback.due(offset) {
             // Synced bytes are clean already.
             if !sync {
@@ -316,8 +325,10 @@ impl Engine {
         let (new, name) = match preparer.take(next) {
             Some(prepared) => {
                 Metrics::add(&self.metrics.rotations_prepared, 1);
+                let mut new = ActiveFile::empty(next, prepared.file);
+                new.drop_ahead = prepared.drop_ahead;
                 // Still under its `recycle-` name: the preparer renames it.
-                (ActiveFile::empty(next, prepared.file), Some(prepared.name))
+                (new, Some(prepared.name))
             }
             None => (self.make_next_file(next)?, None),
         };

@@ -253,6 +253,13 @@ impl<'a> RewriteWriter<'a> {
         let items = decode_items(payload).expect("a batch built by LogBatch always decodes");
         active.section.add_record(loc.len, &items);
         active.offset += len;
+        if let Some(range) = active
+            .drop_ahead
+            .as_mut()
+            .and_then(|d| d.due(&active.file, active.offset))
+        {
+            range.run();
+        }
         out.bytes_rewritten += len;
         Metrics::add(&engine.metrics.bytes_rewritten, len);
         Metrics::add(&engine.metrics.bytes_written, len);
