@@ -135,3 +135,75 @@ fn unsynced_appends_start_writeback_as_the_file_grows() {
     }
     assert_eq!(engine.metrics().writeback_hints, hints);
 }
+
+/// After large appends a recycled file's old cache is dropped a few MiB at a
+/// time as the appends reach it, never the whole file in one call (freed at
+/// once, its pages sat free long enough for a VM's balloon to hand them to the
+/// host, and the appends then faulted every one back in); after small appends
+/// it is kept.
+#[test]
+fn a_recycled_files_cache_is_dropped_in_steps_after_large_appends_only() {
+    const FILE_BYTES: u64 = 16 << 20;
+    for (entry_bytes, large) in [(1024, false), (16 << 10, true)] {
+        let fault = strata_fs::FaultFs::new(Arc::new(MemFs::new()));
+        let fs: Arc<dyn FileSystem> = Arc::new(fault.clone());
+        let config = Config {
+            target_file_size_bytes: FILE_BYTES,
+            ..Config::default()
+        };
+        let engine = Engine::open_with_fs("/db", config, fs).unwrap();
+        let mut index = 0u64;
+        let write_mib = |engine: &Engine, index: &mut u64, mib: u64| {
+            for _ in 0..(mib << 20) / entry_bytes as u64 {
+                *index += 1;
+                let mut batch = LogBatch::new();
+                let entry = strata_test_support::noise(*index, entry_bytes);
+                batch.add_entries(1, *index, &[entry]);
+                engine.write(&mut batch, false).unwrap();
+            }
+        };
+        // Three files, all freed, then two more files' worth from the pool.
+        write_mib(&engine, &mut index, 3 * (FILE_BYTES >> 20));
+        engine.compact_to(1, index + 1).unwrap();
+        let purged = engine.purge().unwrap();
+        assert!(purged.files_purged >= 2, "{purged:?}");
+        write_mib(&engine, &mut index, 2 * (FILE_BYTES >> 20));
+        assert!(engine.metrics().files_recycled >= 1);
+        if !large {
+            assert_eq!(fault.cache_drops(), vec![], "small appends keep the cache");
+            continue;
+        }
+        // The preparer drops on its own thread, later than the appends in a
+        // fast test (a late range starts past them, or is not run): only
+        // the drop made as it takes a file is certain.
+        let drops = fault.cache_drops();
+        let mut files: Vec<_> = drops.iter().map(|d| d.0.clone()).collect();
+        files.dedup();
+        assert!(!files.is_empty(), "no cache dropped");
+        let mut taken = 0;
+        for file in &files {
+            let ranges: Vec<(u64, u64)> = drops
+                .iter()
+                .filter(|d| &d.0 == file)
+                .map(|d| (d.1, d.2))
+                .collect();
+            if file.to_string_lossy().contains("recycle-") {
+                // Taken from the pool by the preparer: its first 8 MiB at once.
+                assert_eq!(ranges[0], (0, 8 << 20), "{file:?}: {ranges:?}");
+                taken += 1;
+            }
+            for (w, &(at, len)) in ranges.iter().enumerate() {
+                assert!(len > 0 && len < FILE_BYTES, "{file:?}: a whole-file drop");
+                if w > 0 {
+                    let (before, before_len) = ranges[w - 1];
+                    assert!(
+                        at >= before + before_len,
+                        "{file:?}: out of order {ranges:?}"
+                    );
+                }
+            }
+        }
+        assert!(taken >= 1, "no file taken from the pool: {drops:?}");
+        engine.close().unwrap();
+    }
+}
