@@ -39,8 +39,9 @@ use crate::{Config, Error, Result};
 /// filled them, and an append into a clean cached folio dirties, and writes
 /// back, all of it: after large appends the old folios are large, so the
 /// cache is dropped, just ahead of the appends (`drop_ahead.rs`; device
-/// write amp on workload B-4 0.67 to 0.53, on A-64 0.69 to 0.54). After small ones the folios are small and keeping the cache is
-/// cheaper than faulting fresh pages in (A-1, ~10 KiB appends: 1.03x to 1.44x
+/// write amp on workload B-4 0.67 to 0.53, on A-64 0.69 to 0.54). After
+/// small ones the folios are small and keeping the cache is cheaper than
+/// faulting fresh pages in (A-1, ~10 KiB appends: 1.03x to 1.44x
 /// raft-engine's writes/s, write amp 0.77 to 0.79). At 32 KiB keeping
 /// it already cost write amp 0.61 to 0.73.
 pub(crate) const SMALL_APPEND_BYTES: u64 = 16 << 10;

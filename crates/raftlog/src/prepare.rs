@@ -19,8 +19,9 @@
 //!    was a device flush on top of the leader's, which every writer waited
 //!    out right after each rotation;
 //! 3. takes a recycled file (dropping the cache of its first few MiB, see
-//!    `drop_ahead.rs`, the rest as the appends reach it), or creates a fresh one under a `recycle-`
-//!    name and preallocates it a few MiB at a time (`allocate_gently`);
+//!    `drop_ahead.rs`, the rest as the appends reach it), or creates a
+//!    fresh one under a `recycle-` name and preallocates it a few MiB at a
+//!    time (`allocate_gently`);
 //! 4. syncs the directory: the rename of step 1, a purge's renames into the
 //!    recycled pool and the fresh file's name are durable from here on;
 //! 5. writes the next file's first page (header, end marker, zeros) and
