@@ -56,6 +56,13 @@ pub struct Config {
     pub prepare_next_file: bool,
     /// The largest payload one batch may have. Default 256 MiB; min 1 KiB; max 1 GiB.
     pub batch_bytes_max: u64,
+    /// When the engine's appends average 16 KiB or more, the active file's
+    /// synced pages further than this behind its end are dropped from the
+    /// page cache, so that the log's cache stays this size instead of
+    /// taking fresh memory at the write rate (`docs/raftlog.md`, "The page
+    /// cache"). Reads of entries further back read the disk. 0 keeps every
+    /// page cached. Default 32 MiB; min (unless 0) 1 MiB.
+    pub cached_tail_bytes: u64,
 }
 
 impl Default for Config {
@@ -72,6 +79,7 @@ impl Default for Config {
             preallocate: true,
             prepare_next_file: true,
             batch_bytes_max: 256 << 20,
+            cached_tail_bytes: 32 << 20,
         }
     }
 }
@@ -135,6 +143,14 @@ impl Config {
             check("recycle_files_max", n as u64, 0, RECYCLE_FILES_MAX as u64)?;
         }
         check("batch_bytes_max", self.batch_bytes_max, 1 << 10, 1 << 30)?;
+        if self.cached_tail_bytes != 0 {
+            check(
+                "cached_tail_bytes",
+                self.cached_tail_bytes,
+                1 << 20,
+                u64::MAX,
+            )?;
+        }
         Ok(())
     }
 }
@@ -174,5 +190,15 @@ mod tests {
         assert_eq!(c.recovery_mode, RecoveryMode::AbsoluteConsistency);
         assert!(Config::from_toml("target_file_size_bytes = 10").is_err());
         assert!(Config::from_toml("no_such_field = 1").is_err());
+        // The cached tail: 0 (keep every page) or at least 1 MiB.
+        assert_eq!(Config::default().cached_tail_bytes, 32 << 20);
+        assert_eq!(
+            Config::from_toml("cached_tail_bytes = 0")
+                .unwrap()
+                .cached_tail_bytes,
+            0
+        );
+        assert!(Config::from_toml("cached_tail_bytes = 4096").is_err());
+        assert!(Config::from_toml("cached_tail_bytes = 1048576").is_ok());
     }
 }

@@ -23,8 +23,8 @@
 //! assert_eq!(engine.last_index(1), Some(2));
 //! ```
 
+mod cache_drop;
 mod config;
-mod drop_ahead;
 mod engine;
 mod error;
 pub mod format;

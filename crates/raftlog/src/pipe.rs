@@ -24,7 +24,7 @@ use strata_codec::crc32c;
 use strata_fs::{File, FileSystem, WritebackPacer};
 use strata_log::record::verify_payload;
 
-use crate::drop_ahead::DropAhead;
+use crate::cache_drop::{DropAhead, DropBehind};
 use crate::format::{
     encode_file_header, FileId, HeaderCheck, Queue, RecordHeader, FILE_HEADER_LEN,
     RECORD_HEADER_LEN, RECYCLE_PREFIX,
@@ -38,7 +38,7 @@ use crate::{Config, Error, Result};
 /// place. The page cache builds folios about as large as the writes that
 /// filled them, and an append into a clean cached folio dirties, and writes
 /// back, all of it: after large appends the old folios are large, so the
-/// cache is dropped, just ahead of the appends (`drop_ahead.rs`; device
+/// cache is dropped, just ahead of the appends (`cache_drop.rs`; device
 /// write amp on workload B-4 0.67 to 0.53, on A-64 0.69 to 0.54). After
 /// small ones the folios are small and keeping the cache is cheaper than
 /// faulting fresh pages in (A-1, ~10 KiB appends: 1.03x to 1.44x
@@ -81,6 +81,8 @@ pub(crate) struct ActiveFile {
     pub writeback: WritebackPacer,
     /// A recycled file's old cache still to drop, ahead of the appends.
     pub drop_ahead: Option<DropAhead>,
+    /// How far its synced pages have been dropped, behind the appends.
+    pub drop_behind: DropBehind,
 }
 
 /// Unsynced appends ask the OS to write back every this many bytes, so that
@@ -108,6 +110,7 @@ impl ActiveFile {
             section: SectionBuilder::default(),
             writeback: WritebackPacer::new(WRITEBACK_BYTES, FILE_HEADER_LEN as u64),
             drop_ahead: None,
+            drop_behind: DropBehind::default(),
         }
     }
 

@@ -6,7 +6,7 @@
 //!
 //! It also starts the writeback of unsynced appends (`Preparer::start_writeback`),
 //! a hint that can block while the device's queue is full, and drops a
-//! recycled file's old cache just ahead of the appends (`drop_ahead.rs`).
+//! recycled file's old cache just ahead of the appends (`cache_drop.rs`).
 //!
 //! The preparer, woken after each rotation:
 //! 1. renames the file the rotation made active from its `recycle-` name to
@@ -19,7 +19,7 @@
 //!    was a device flush on top of the leader's, which every writer waited
 //!    out right after each rotation;
 //! 3. takes a recycled file (dropping the cache of its first few MiB, see
-//!    `drop_ahead.rs`, the rest as the appends reach it), or creates a
+//!    `cache_drop.rs`, the rest as the appends reach it), or creates a
 //!    fresh one under a `recycle-` name and preallocates it a few MiB at a
 //!    time (`allocate_gently`);
 //! 4. syncs the directory: the rename of step 1, a purge's renames into the
@@ -50,7 +50,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 use strata_fs::{File, FileSystem};
 
-use crate::drop_ahead::{DropAhead, DropRange, DROP_AHEAD_BYTES};
+use crate::cache_drop::{DropAhead, DropRange, DROP_AHEAD_BYTES};
 use crate::format::{FileId, RECYCLE_PREFIX};
 use crate::metrics::Metrics;
 use crate::pipe::{file_head, ActiveFile, SectionPace, SMALL_APPEND_BYTES};
@@ -208,8 +208,8 @@ impl Preparer {
     }
 
     /// Drops `range`'s cached pages on the preparer's thread (see
-    /// `drop_ahead.rs`).
-    pub fn drop_ahead(&self, range: DropRange) {
+    /// `cache_drop.rs`).
+    pub fn drop_cache(&self, range: DropRange) {
         let mut state = self.shared.state.lock();
         state.hints.push(Hint::Drop(range));
         self.shared.wake.notify_one();

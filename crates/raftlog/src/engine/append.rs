@@ -15,7 +15,7 @@ use crate::format::{FileId, RecordHeader, CODEC_NONE, FILE_HEADER_LEN, RECORD_HE
 use crate::index::{FileRef, RecordLoc};
 use crate::log_batch::{decode_items_with_capacity, LogBatch};
 use crate::metrics::Metrics;
-use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, ZEROS};
+use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, SMALL_APPEND_BYTES, ZEROS};
 use crate::{Engine, Error, Result};
 use strata_log::group_commit::Writer;
 
@@ -185,12 +185,20 @@ impl Engine {
         if sync {
             active.synced_end = offset;
         }
-        // A recycled file's old cache goes just ahead of the appends
-        // (`drop_ahead.rs`), off the leader's path when there is a preparer.
+        // A recycled file's old cache goes just ahead of the appends, and
+        // after large appends the synced pages some way behind them
+        // (`cache_drop.rs`), off the leader's path when there is a preparer.
         let a = &mut *active;
-        if let Some(range) = a.drop_ahead.as_mut().and_then(|d| d.due(&a.file, offset)) {
+        let ahead = a.drop_ahead.as_mut().and_then(|d| d.due(&a.file, offset));
+        let keep = self.pipe.config.cached_tail_bytes;
+        let behind = if keep > 0 && sync && self.metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
+            a.drop_behind.due(&a.file, offset, keep)
+        } else {
+            None
+        };
+        for range in [ahead, behind].into_iter().flatten() {
             match &self.preparer {
-                Some(p) => p.drop_ahead(range),
+                Some(p) => p.drop_cache(range),
                 None => range.run(),
             }
         }

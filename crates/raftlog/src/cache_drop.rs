@@ -1,4 +1,5 @@
-//! Dropping a recycled file's old cached pages just ahead of the appends.
+//! Dropping a log file's cached pages as the appends go: a recycled file's
+//! old pages just ahead of them, and the synced pages some way behind them.
 //!
 //! After large appends a recycled file's cache is dropped before its pages
 //! are written again (`pipe::SMALL_APPEND_BYTES` says why). Dropped all at
@@ -13,6 +14,17 @@
 //! sleep; none of it with the reporting turned off). So a file's cache is
 //! dropped a few MiB at a time, `DROP_AHEAD_BYTES` ahead of the appends:
 //! what is freed is allocated again within milliseconds, before any report.
+//!
+//! The same holds for memory the page cache never had: appends that keep
+//! every page they write cached take fresh memory at the write rate until
+//! the cache fills the machine, and every fresh page is one the host has
+//! to fault in. So, after the same large appends, the pages of synced data
+//! more than `Config::cached_tail_bytes` behind the active file's end are
+//! dropped too ([`DropBehind`]): the log's cache stays a few tens of MiB per
+//! active file, and the appends reuse the pages the last drop freed.
+//! Synced pages are clean, so dropping them writes nothing. Raft logs are
+//! read near their end (followers a little behind, the state machine
+//! applying) and, long after, rarely: a read further back reads the disk.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,6 +36,11 @@ use crate::pipe::PAGE_BYTES;
 /// How far ahead of the appends the cache is dropped, and how much at a
 /// time: a drop of 4 MiB of clean pages takes about 0.35 ms of kernel time.
 pub(crate) const DROP_AHEAD_BYTES: u64 = 8 << 20;
+
+/// Synced pages are dropped this many bytes at a time: one call per 8 MiB
+/// of appends, and few enough pages freed at once that the next appends
+/// take them again within milliseconds.
+pub(crate) const DROP_BEHIND_STEP_BYTES: u64 = 8 << 20;
 
 /// The part of a file whose old cache is still to be dropped, and where the
 /// appends are (shared with the thread that drops, which never drops behind
@@ -43,7 +60,9 @@ pub(crate) struct DropRange {
     pub file: Arc<dyn File>,
     pub from: u64,
     pub to: u64,
-    pub head: Arc<AtomicU64>,
+    /// Where the appends are, for a range ahead of them; `None` for synced
+    /// pages behind them.
+    pub head: Option<Arc<AtomicU64>>,
 }
 
 impl DropAhead {
@@ -70,7 +89,7 @@ impl DropAhead {
             file: file.clone(),
             from,
             to,
-            head: self.head.clone(),
+            head: Some(self.head.clone()),
         })
     }
 }
@@ -80,14 +99,38 @@ impl DropRange {
     /// there first (the thread that drops fell behind): best effort, a cache
     /// left in place only costs write amplification.
     pub fn run(&self) {
-        let head = self
-            .head
-            .load(Ordering::Relaxed)
-            .next_multiple_of(PAGE_BYTES);
+        let head = self.head.as_ref().map_or(0, |h| {
+            h.load(Ordering::Relaxed).next_multiple_of(PAGE_BYTES)
+        });
         let from = self.from.max(head);
         if from < self.to {
             let _ = self.file.drop_cache(from, self.to - from);
         }
+    }
+}
+
+/// Where the active file's synced pages have been dropped up to.
+#[derive(Debug, Default)]
+pub(crate) struct DropBehind {
+    dropped_to: u64,
+}
+
+impl DropBehind {
+    /// Called after a sync that made every byte below `synced_end` durable:
+    /// the whole pages more than `keep` bytes behind it not dropped yet, once
+    /// they are `DROP_BEHIND_STEP_BYTES` or more.
+    pub fn due(&mut self, file: &Arc<dyn File>, synced_end: u64, keep: u64) -> Option<DropRange> {
+        let to = synced_end.saturating_sub(keep) / PAGE_BYTES * PAGE_BYTES;
+        if to < self.dropped_to + DROP_BEHIND_STEP_BYTES {
+            return None;
+        }
+        let from = std::mem::replace(&mut self.dropped_to, to);
+        Some(DropRange {
+            file: file.clone(),
+            from,
+            to,
+            head: None,
+        })
     }
 }
 
@@ -167,9 +210,47 @@ mod tests {
             file,
             from: 0,
             to: 8192,
-            head: Arc::new(AtomicU64::new(8192)),
+            head: Some(Arc::new(AtomicU64::new(8192))),
         };
         range.run();
         assert_eq!(dropped().len(), 1);
+    }
+
+    /// Synced pages go in steps of whole pages, each range starting where
+    /// the last ended and ending `keep` or more behind the synced end, never
+    /// past it; none while the synced end is within `keep` of the start.
+    #[test]
+    fn synced_pages_are_dropped_in_steps_a_fixed_way_behind() {
+        const MIB: u64 = 1 << 20;
+        let keep = 32 * MIB;
+        for step in [4096 + 7, 300 * 1024, 4 * MIB + 17, 40 * MIB] {
+            let (file, dropped) = recording();
+            let mut behind = DropBehind::default();
+            let mut at = 0;
+            let mut synced = 4096;
+            while synced < 300 * MIB {
+                if let Some(range) = behind.due(&file, synced, keep) {
+                    range.run();
+                    let (from, to) = *dropped().last().expect("recorded");
+                    assert_eq!(from, at, "step {step}");
+                    assert_eq!(to % PAGE_BYTES, 0);
+                    assert!(to + keep <= synced && to - from >= DROP_BEHIND_STEP_BYTES);
+                    at = to;
+                }
+                assert!(
+                    at + keep + DROP_BEHIND_STEP_BYTES + PAGE_BYTES > synced || synced < keep,
+                    "step {step}: synced to {synced}, dropped only to {at}"
+                );
+                synced += step;
+            }
+            assert!(at > 200 * MIB, "step {step}");
+        }
+        let (file, dropped) = recording();
+        let mut behind = DropBehind::default();
+        assert!(behind
+            .due(&file, keep + DROP_BEHIND_STEP_BYTES - 1, keep)
+            .is_none());
+        assert!(behind.due(&file, u64::MAX, u64::MAX).is_none());
+        assert!(dropped().is_empty());
     }
 }
