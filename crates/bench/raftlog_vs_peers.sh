@@ -30,6 +30,8 @@
 #   MODES      recovery reopen modes [warm,cold if the page cache can be
 #              dropped (root), else warm]
 #   PROBE      seconds of the disk probe per engine in each raftlog cell [3]
+#   SETTLE     seconds each raftlog run pauses after its wipe, so that the next
+#              run does not pay for the memory it freed [0]
 #   CELLS      which cells to run [all of them, in the order above]
 #   MEM_GROUPS idle group counts of the MEM cell [100000,1000000]
 #   MEM_FILL   live entries the MEM cell adds [1000000]
@@ -49,6 +51,7 @@ RUNS=${RUNS:-3}
 TOTAL=${TOTAL:-4G}
 PURGE_TOTAL=${PURGE_TOTAL:-1G}
 PROBE=${PROBE:-3}
+SETTLE=${SETTLE:-0}
 CELLS=${CELLS:-A-1 A-4 A-64 B-4 B-64 C M-100K Z-10K X U-1 U-4 U4K-1 U4K-4 U64K-1 U64K-4 P-100K P-Z10K P-X D-1K D-16K MEM}
 MEM_GROUPS=${MEM_GROUPS:-100000,1000000}
 MEM_FILL=${MEM_FILL:-1000000}
@@ -91,7 +94,7 @@ raftlog() {
     local name=$1 preset=$2 writers=$3
     shift 3
     cell "$name" raftlog --preset "$preset" --writers "$writers" "$@" --engines "$ENGINES" \
-        --runs "$RUNS" --seconds "$run_seconds" --probe-seconds "$PROBE" --dir "$DIR/raftlog"
+        --runs "$RUNS" --seconds "$run_seconds" --probe-seconds "$PROBE" --settle-seconds "$SETTLE" --dir "$DIR/raftlog"
 }
 
 # purge NAME [FLAGS...]: raftlog-purge, peers that have no purge (RocksDB) left out.

@@ -92,6 +92,7 @@ pub fn run(args: &DemoArgs) -> Result<(), BenchError> {
         target_file_bytes: Some(DEMO_FILE_BYTES),
         purge_threshold_bytes: Some(DEMO_PURGE_THRESHOLD_BYTES),
         recycle_files_max: args.recycle_files_max,
+        cached_tail_bytes: None,
     };
     if !args.keep {
         kind.wipe(&args.dir)?;

@@ -143,6 +143,9 @@ pub struct EngineOptions {
     /// Purged files kept for reuse as new log files; `None` keeps the engine's
     /// default.
     pub recycle_files_max: Option<usize>,
+    /// Strata only: how far behind the active file's end its synced pages
+    /// stay cached (0 keeps them all); `None` keeps the engine's default.
+    pub cached_tail_bytes: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -152,6 +155,7 @@ impl Default for EngineOptions {
             target_file_bytes: None,
             purge_threshold_bytes: None,
             recycle_files_max: None,
+            cached_tail_bytes: None,
         }
     }
 }

@@ -35,6 +35,9 @@ impl StrataEngine {
         if let Some(n) = options.recycle_files_max {
             config.recycle_files_max = Some(n);
         }
+        if let Some(bytes) = options.cached_tail_bytes {
+            config.cached_tail_bytes = bytes;
+        }
         let engine = Engine::open(dir, config).map_err(|e| EngineError::new(NAME, "open", e))?;
         Ok(StrataEngine { engine })
     }

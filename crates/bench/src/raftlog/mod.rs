@@ -143,6 +143,10 @@ pub struct RaftlogArgs {
     /// Purged files kept for reuse (default: each engine's own).
     #[arg(long)]
     recycle_files_max: Option<usize>,
+    /// Strata: how far behind the active file's end its synced pages stay
+    /// cached after large appends, 0 for all of them (default: the engine's).
+    #[arg(long, value_parser = parse_bytes)]
+    cached_tail_bytes: Option<u64>,
     /// Parent directory; each engine gets a subdirectory, wiped before each run.
     #[arg(long, default_value = "./strata-data/raftlog")]
     dir: PathBuf,
@@ -156,6 +160,13 @@ pub struct RaftlogArgs {
     /// engine's device bytes per fsync, in --dir (0: no probe).
     #[arg(long, default_value_t = 3.0)]
     probe_seconds: f64,
+    /// Seconds to pause after each run's wipe, before the next run opens:
+    /// the memory the wipe freed (the run's page cache) settles first. In a
+    /// virtual machine whose balloon reports free memory to its host, that
+    /// memory is handed back over the next seconds, and a run started at
+    /// once pays for it, whichever engine freed it.
+    #[arg(long, default_value_t = 0.0)]
+    settle_seconds: f64,
 }
 
 /// The probe's flush size is rounded to this (a page, the unit the device
@@ -307,6 +318,11 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
     if args.runs == 0 {
         return Err(BenchError::Usage("--runs must be at least 1".into()));
     }
+    if !(args.settle_seconds >= 0.0 && args.settle_seconds.is_finite()) {
+        return Err(BenchError::Usage(
+            "--settle-seconds must be 0 or above".into(),
+        ));
+    }
     if !(args.probe_seconds >= 0.0 && args.probe_seconds.is_finite()) {
         return Err(BenchError::Usage(
             "--probe-seconds must be 0 or above".into(),
@@ -317,6 +333,7 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         target_file_bytes: args.target_file_bytes,
         purge_threshold_bytes: args.purge_threshold_bytes,
         recycle_files_max: args.recycle_files_max,
+        cached_tail_bytes: args.cached_tail_bytes,
     };
     let echo = WorkloadEcho {
         preset: args.preset.map(|p| format!("{p:?}")),
@@ -352,6 +369,7 @@ pub fn run(args: &RaftlogArgs) -> Result<(), BenchError> {
         for e in runner::interleaved(run, engines.len()) {
             let kind = engines[e];
             let record = run_once(kind, &spec, &options, &args.dir, &echo, run, args.runs)?;
+            std::thread::sleep(Duration::from_secs_f64(args.settle_seconds));
             if args.json {
                 print_json(&record);
             } else {
