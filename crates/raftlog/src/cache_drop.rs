@@ -21,7 +21,9 @@
 //! to fault in. So, after the same large appends, the pages of synced data
 //! more than `Config::cached_tail_bytes` behind the active file's end are
 //! dropped too ([`DropBehind`]): the log's cache stays a few tens of MiB per
-//! active file, and the appends reuse the pages the last drop freed.
+//! active file, and the appends mostly reuse pages the drops freed (not
+//! all: the kernel hands out its smallest free blocks first, and pages
+//! freed together can sit free long enough to be reported).
 //! Synced pages are clean, so dropping them writes nothing. Raft logs are
 //! read near their end (followers a little behind, the state machine
 //! applying) and, long after, rarely: a read further back reads the disk.
