@@ -5,8 +5,9 @@
 //! milliseconds while other processes create files).
 //!
 //! It also starts the writeback of unsynced appends (`Preparer::start_writeback`),
-//! a hint that can block while the device's queue is full, and drops a
-//! recycled file's old cache just ahead of the appends (`cache_drop.rs`).
+//! a hint that can block while the device's queue is full, and drops
+//! cached pages (`cache_drop.rs`): a recycled file's old ones just ahead of
+//! the appends, synced ones some way behind them.
 //!
 //! The preparer, woken after each rotation:
 //! 1. renames the file the rotation made active from its `recycle-` name to

@@ -247,7 +247,14 @@ fn synced_pages_are_dropped_a_fixed_way_behind_after_large_appends_only() {
             engine.write(&mut batch, true).unwrap();
             written += entry_bytes as u64;
         }
-        // Closing stops the preparer, which runs the drops it was handed.
+        // A preparer runs the drops on its own thread, and a stopping one
+        // leaves what it was not yet handed to: wait for the third (with
+        // large appends, 26 MiB hold three) before closing.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let expected = entry_bytes >= 16 << 10 && cached_tail_bytes > 0;
+        while expected && fault.cache_drops().len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         engine.close().unwrap();
         let drops = fault.cache_drops();
         if entry_bytes < 16 << 10 || cached_tail_bytes == 0 {
