@@ -6,6 +6,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
+use crate::pipe::SMALL_APPEND_BYTES;
+
 /// Live counters, updated with relaxed atomics on the hot paths.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -115,6 +117,14 @@ impl Metrics {
             return u64::MAX;
         }
         self.bytes_written.load(Relaxed) / groups
+    }
+
+    /// Whether the appends so far average [`SMALL_APPEND_BYTES`] or more
+    /// (true before the first): the one rule by which a recycled file's old
+    /// cache and the active file's synced pages are dropped
+    /// (`cache_drop.rs`), wherever the drop is decided.
+    pub fn appends_are_large(&self) -> bool {
+        self.mean_append_bytes() >= SMALL_APPEND_BYTES
     }
 
     pub fn snapshot(&self) -> MetricsSnapshot {

@@ -245,7 +245,7 @@ impl Pipe {
                         Metrics::add(&metrics.files_recycled, 1);
                         match fs.open(&path, true) {
                             Ok(f) => {
-                                if metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
+                                if metrics.appends_are_large() {
                                     // Its writer drops it as it goes.
                                     let len = f.len().unwrap_or(0);
                                     drop_ahead = Some(DropAhead::new(0, len));

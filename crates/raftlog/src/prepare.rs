@@ -54,7 +54,7 @@ use strata_fs::{File, FileSystem};
 use crate::cache_drop::{DropAhead, DropRange, DROP_AHEAD_BYTES};
 use crate::format::{FileId, RECYCLE_PREFIX};
 use crate::metrics::Metrics;
-use crate::pipe::{file_head, ActiveFile, SectionPace, SMALL_APPEND_BYTES};
+use crate::pipe::{file_head, ActiveFile, SectionPace};
 use crate::section::SectionBuilder;
 use crate::Config;
 
@@ -382,7 +382,7 @@ impl Shared {
                 Ok(file) => {
                     Metrics::add(&self.metrics.files_recycled, 1);
                     let mut drop_ahead = None;
-                    if self.metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
+                    if self.metrics.appends_are_large() {
                         // Best effort, as every drop of the cache.
                         let len = file.len().unwrap_or(0);
                         let _ = file.drop_cache(0, DROP_AHEAD_BYTES.min(len));

@@ -15,7 +15,7 @@ use crate::format::{FileId, RecordHeader, CODEC_NONE, FILE_HEADER_LEN, RECORD_HE
 use crate::index::{FileRef, RecordLoc};
 use crate::log_batch::{decode_items_with_capacity, LogBatch};
 use crate::metrics::Metrics;
-use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, SMALL_APPEND_BYTES, ZEROS};
+use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, ZEROS};
 use crate::{Engine, Error, Result};
 use strata_log::group_commit::Writer;
 
@@ -191,7 +191,7 @@ impl Engine {
         let a = &mut *active;
         let ahead = a.drop_ahead.as_mut().and_then(|d| d.due(&a.file, offset));
         let keep = self.pipe.config.cached_tail_bytes;
-        let behind = if keep > 0 && sync && self.metrics.mean_append_bytes() >= SMALL_APPEND_BYTES {
+        let behind = if keep > 0 && sync && self.metrics.appends_are_large() {
             a.drop_behind.due(&a.file, offset, keep)
         } else {
             None
