@@ -82,7 +82,7 @@ fn install_one_in_one_out(c: &mut Criterion) {
                     edits: &[e],
                     ..Default::default()
                 };
-                inst.install(change, &mut |_: &[VersionEdit], _: &Version| Ok(()))
+                inst.install(change, &mut |_: &[VersionEdit], _: &Arc<Version>| Ok(()))
                     .unwrap()
             })
         });

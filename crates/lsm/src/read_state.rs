@@ -114,8 +114,9 @@ pub trait PersistEdits {
     }
 
     /// Writes `edits`, which turn the current version into `version`; they
-    /// need not be durable when this returns.
-    fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> crate::Result<()>;
+    /// need not be durable when this returns. Called under the installer
+    /// lock: keep it short (an `Arc` to keep, not a copy of the version).
+    fn persist(&mut self, edits: &[VersionEdit], version: &Arc<Version>) -> crate::Result<()>;
 
     /// Makes durable what the last `persist` wrote. Called once after each
     /// successful `persist`. The default does nothing: for a hook whose
@@ -127,9 +128,9 @@ pub trait PersistEdits {
 
 impl<F> PersistEdits for F
 where
-    F: FnMut(&[VersionEdit], &Version) -> crate::Result<()>,
+    F: FnMut(&[VersionEdit], &Arc<Version>) -> crate::Result<()>,
 {
-    fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> crate::Result<()> {
+    fn persist(&mut self, edits: &[VersionEdit], version: &Arc<Version>) -> crate::Result<()> {
         self(edits, version)
     }
 }
@@ -334,7 +335,7 @@ impl Installer {
             built = builder.build();
             visible = sequenced.visible;
         }
-        let published = self.swap(|cur| {
+        let swapped = self.swap(|cur| {
             debug_assert!(
                 Arc::ptr_eq(&cur.version, &base),
                 "the version changed under the installer lock"
@@ -351,6 +352,9 @@ impl Installer {
         });
         let released = Instant::now();
         drop(manifest);
+        // The state replaced is dropped here, after the lock: if no reader
+        // holds it, its memtables and version go with it.
+        let published = swapped.map(|(new, _replaced)| new);
         let preempted = switches.is_none() || strata_fs::thread_involuntary_switches() != switches;
         let durable = if durable_first {
             Ok(())
@@ -430,11 +434,12 @@ impl Installer {
     /// Replaces the published state with `next(current)` by compare-and-swap,
     /// retrying with the new current state when another thread swapped
     /// first; `None` from `next` leaves the state as it is. Returns what was
-    /// published.
+    /// published and the state it replaced, for the caller to drop where it
+    /// likes (an installer: after its lock).
     fn swap(
         &self,
         mut next: impl FnMut(&ReadState) -> Option<ReadState>,
-    ) -> Option<Arc<ReadState>> {
+    ) -> Option<(Arc<ReadState>, Arc<ReadState>)> {
         let mut cur = self.state.load_full();
         loop {
             let new = Arc::new(next(&cur)?);
@@ -448,7 +453,7 @@ impl Installer {
             );
             let prev = self.state.compare_and_swap(&cur, new.clone());
             if Arc::ptr_eq(&prev, &cur) {
-                return Some(new);
+                return Some((new, cur));
             }
             cur = Guard::into_inner(prev);
         }

@@ -31,7 +31,7 @@ fn readers_never_see_a_torn_state() {
     let next_number = Arc::new(AtomicU64::new(1));
     let ingested: Arc<Mutex<BTreeSet<u64>>> = Arc::default();
     let done = Arc::new(AtomicBool::new(false));
-    let persist = |_: &[VersionEdit], _: &Version| Ok(());
+    let persist = |_: &[VersionEdit], _: &Arc<Version>| Ok(());
 
     let mut jobs = Vec::new();
     // Compactions: job j owns keys j*1000.. and replaces its one L1 file.
@@ -201,14 +201,14 @@ fn visible_never_goes_back_through_the_installer() {
         visible: Some(5),
     };
     let published = inst
-        .install(install, &mut |_: &[VersionEdit], _: &Version| Ok(()))
+        .install(install, &mut |_: &[VersionEdit], _: &Arc<Version>| Ok(()))
         .unwrap();
     assert_eq!(published.visible, 10);
     let install = Install {
         visible: Some(12),
         ..install
     };
-    inst.install(install, &mut |_: &[VersionEdit], _: &Version| Ok(()))
+    inst.install(install, &mut |_: &[VersionEdit], _: &Arc<Version>| Ok(()))
         .unwrap();
     assert_eq!(inst.load().visible, 12);
     assert!(inst.switch_memtable(Arc::new(Memtable::new(1))).is_err());

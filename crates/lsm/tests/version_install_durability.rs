@@ -29,7 +29,7 @@ struct HeldSync {
 }
 
 impl PersistEdits for HeldSync {
-    fn persist(&mut self, _: &[VersionEdit], _: &Version) -> Result<()> {
+    fn persist(&mut self, _: &[VersionEdit], _: &Arc<Version>) -> Result<()> {
         Ok(())
     }
 
@@ -136,7 +136,7 @@ fn an_ingestion_is_durable_before_it_is_published() {
         synced: bool,
     }
     impl PersistEdits for CheckUnpublished {
-        fn persist(&mut self, _: &[VersionEdit], _: &Version) -> Result<()> {
+        fn persist(&mut self, _: &[VersionEdit], _: &Arc<Version>) -> Result<()> {
             Ok(())
         }
         fn make_durable(&mut self) -> Result<()> {

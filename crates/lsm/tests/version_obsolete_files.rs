@@ -173,7 +173,7 @@ fn a_failed_persist_changes_nothing_and_queues_nothing() {
                 edits: &edits,
                 ..Default::default()
             },
-            &mut |_: &[VersionEdit], _: &Version| -> strata_lsm::Result<()> {
+            &mut |_: &[VersionEdit], _: &Arc<Version>| -> strata_lsm::Result<()> {
                 Err(Error::InvalidArgument("disk full".into()))
             },
         )

@@ -110,7 +110,7 @@ impl PersistEdits for ManifestEdits<'_> {
         }
     }
 
-    fn persist(&mut self, edits: &[VersionEdit], version: &Version) -> Result<()> {
+    fn persist(&mut self, edits: &[VersionEdit], version: &Arc<Version>) -> Result<()> {
         if let Some(check) = &mut self.check {
             check()?;
         }
@@ -194,8 +194,11 @@ impl DbInner {
         &self,
         cf: &CfState,
         prepared: &PreparedRecord,
-        version: &Version,
+        version: &Arc<Version>,
     ) -> Result<Option<ManifestMark>> {
+        // Before the manifest lock, which other families' installs and the
+        // manifest's syncs take too.
+        let debt = crate::compaction::pending_compaction_bytes(version, &cf.options.compaction);
         let mut m = self.manifest.lock();
         if cf.is_dropped() {
             return Err(Error::InvalidArgument(format!(
@@ -203,7 +206,7 @@ impl DbInner {
                 cf.name
             )));
         }
-        let version = Arc::new(version.clone());
+        let version = version.clone();
         let result = if m.rewrite_due(self.options.max_manifest_bytes) {
             let mut families = m.families.clone();
             families.insert(cf.id, (cf.name.clone(), version.clone()));
@@ -218,11 +221,19 @@ impl DbInner {
         };
         match result {
             Ok(mark) => {
-                cf.compaction_debt.store(
-                    crate::compaction::pending_compaction_bytes(&version, &cf.options.compaction),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
-                m.families.insert(cf.id, (cf.name.clone(), version));
+                cf.compaction_debt
+                    .store(debt, std::sync::atomic::Ordering::Relaxed);
+                // The version it replaces is let go after the lock (no copy
+                // of the family's name either, but for its first).
+                let replaced = match m.families.get_mut(&cf.id) {
+                    Some((_, persisted)) => Some(std::mem::replace(persisted, version)),
+                    None => {
+                        m.families.insert(cf.id, (cf.name.clone(), version));
+                        None
+                    }
+                };
+                drop(m);
+                drop(replaced);
                 Ok(mark)
             }
             Err(e) => {

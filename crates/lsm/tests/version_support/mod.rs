@@ -71,7 +71,7 @@ pub fn install(
             edits,
             ..Default::default()
         },
-        &mut |_: &[VersionEdit], _: &Version| Ok(()),
+        &mut |_: &[VersionEdit], _: &Arc<Version>| Ok(()),
     )
 }
 
