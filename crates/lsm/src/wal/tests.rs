@@ -544,3 +544,31 @@ fn a_pool_file_is_never_replayed() {
     assert_eq!(r.files, vec![7]);
     assert_eq!(got.len(), 2);
 }
+
+/// Regression (found by `db_power_cut_blob`): an obsolete WAL file handed to
+/// the pool is renamed durably before the pool can be reused. Its rename was
+/// left unsynced; the next file made from the pool then synced a new header
+/// into it, and a power cut that lost the rename showed the old WAL name
+/// over that header, which replay (reading from the oldest log number any
+/// family needs) refused as a misnamed file, so the engine did not open.
+#[test]
+fn a_wal_file_handed_to_the_pool_loses_its_name_durably_first() {
+    let fs = fs();
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(9));
+    let keeper = keeper::WalKeeper::start(fs.clone(), DIR.into(), next, 1 << 20).unwrap();
+    let old = write_file(&fs, 5, 2, true, true);
+    assert!(keeper.recycle(old.path().to_path_buf()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !keeper.pooled() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(keeper.pooled(), "the WAL thread pooled the file");
+    let cut = fs.deep_clone();
+    cut.crash(strata_fs::CrashMode::DropUnsynced);
+    assert!(
+        !cut.exists(old.path()),
+        "the old name came back after a power cut"
+    );
+    assert!(cut.exists(&Path::new(DIR).join(POOL_FILE_NAME)));
+    drop(keeper);
+}

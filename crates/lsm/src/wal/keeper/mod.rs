@@ -34,7 +34,8 @@
 //!   took 1.03x RocksDB's bytes, all of it those zeros).
 //! - WAL files are recycled through a pool of one: a flush hands the newest
 //!   WAL file it no longer needs to this thread ([`WalKeeper::recycle`]),
-//!   which renames it to the pool name; the next file made ahead is the
+//!   which renames it to the pool name, durably (`docs/format/wal.md`,
+//!   "Recycled files", says why); the next file made ahead is the
 //!   pool file with a new header (`WalWriter::recycle`). Writing over an
 //!   old file's blocks made 16 KiB fills 40% and overwrites 31% faster
 //!   (medians of 3, `docs/lsm.md`).
@@ -232,6 +233,12 @@ impl WalKeeper {
     /// The most bytes a file is allocated to ahead of its appends.
     pub fn prealloc(&self) -> u64 {
         self.shared.prealloc
+    }
+
+    /// Whether a file waits at the pool path, its rename durable.
+    #[cfg(test)]
+    pub fn pooled(&self) -> bool {
+        self.shared.state.lock().pooled
     }
 
     /// How many files were made out of the pool file.

@@ -103,11 +103,19 @@ pub(super) fn run(s: &Shared) {
                 allocated = Some((Arc::downgrade(&w.file), want.max(have)));
             }
             Work::Pool(path) => {
-                // Not made durable: a crash that loses the rename leaves an
-                // obsolete WAL file, which the next open removes too.
-                let pooled = s.fs.rename(&path, &s.pool).is_ok();
+                // The rename is made durable before the pool file can be
+                // reused: the next file made from it writes a new header
+                // and syncs it, and a crash that then lost an unsynced
+                // rename would show the old WAL name over the new header.
+                // Replay reads every WAL file from the oldest log number any
+                // family needs (a family without writes keeps an old one),
+                // so such a file was met and refused as misnamed.
+                let renamed = s.fs.rename(&path, &s.pool).is_ok();
+                let pooled = renamed && s.fs.sync_dir(&s.dir).is_ok();
                 if !pooled {
-                    let _ = s.fs.remove(&path);
+                    // Never reused: under either name it holds only its
+                    // own old header and records.
+                    let _ = s.fs.remove(if renamed { &s.pool } else { &path });
                 }
                 s.state.lock().pooled = pooled;
             }
