@@ -35,7 +35,8 @@ pub use disk::DiskFs;
 pub use fault::{FaultFs, Hold, Op};
 pub use mem::{CrashMode, MemFs, Unsynced};
 pub use priority::{
-    lower_thread_priority, lower_thread_priority_by, thread_involuntary_switches, BACKGROUND_NICE,
+    lower_thread_priority, lower_thread_priority_by, run_at_lower_priority,
+    thread_involuntary_switches, BACKGROUND_NICE,
 };
 pub use writeback::WritebackPacer;
 

@@ -20,7 +20,7 @@
 //!   scheduler did not preempt from just before the lock to just after it
 //!   (its count of involuntary context switches unchanged; Linux only, two
 //!   `getrusage` calls outside the critical section): the section's own
-//!   cost, without the waits of a niced compaction thread for a core;
+//!   cost, without the installing thread's waits for a core;
 //! - `durable`: making the edits durable after the lock is released (the
 //!   manifest sync, or the wait for another install's sync that covers
 //!   them); not recorded for ingestions, which sync under the lock.

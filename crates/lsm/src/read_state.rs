@@ -290,10 +290,9 @@ impl Installer {
     ) -> Result<Arc<ReadState>, InstallError> {
         // Built ahead, outside the lock, against the version current now;
         // used if it is still current once the lock is taken (the usual
-        // case), so the lock holds only the append and the swap. A
-        // compaction thread runs at a lower priority, and every
-        // microsecond it holds the lock is one a busier thread can preempt
-        // it in. An ingestion builds under the lock: it rebuilds anyway.
+        // case), so the lock holds only the append and the swap: every
+        // microsecond it is held is one a waking thread can preempt the
+        // holder in. An ingestion builds under the lock: it rebuilds anyway.
         let ahead = if sequence.is_none() {
             let base = self.state.load().version.clone();
             build(&base, change.edits).ok().map(|built| (base, built))

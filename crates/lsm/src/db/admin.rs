@@ -234,7 +234,7 @@ impl DbInner {
             if !self.bg.claim(&c) {
                 continue;
             }
-            self.run_compaction(cf, &c, true);
+            self.run_compaction(cf, &c, true, 0);
             self.bg.release(&c);
         }
         self.check_writable()

@@ -5,11 +5,15 @@
 //! With two threads or more the pool is split by role. Flush threads (a
 //! quarter of the pool, at least one) keep the process's CPU priority:
 //! writers wait for them once memtables pile up. Compaction threads, blob
-//! GC included, run `Options::compaction_nice` lower, so that on a busy
-//! machine their work takes the CPU the foreground leaves rather than
+//! GC included, run each merge `Options::compaction_nice` lower, so that on
+//! a busy machine it takes the CPU the foreground leaves rather than
 //! preempting reads and writes; the write stalls of L0 still hold writers
-//! back when compaction falls behind. A pool of one thread does everything
-//! at the process's priority.
+//! back when compaction falls behind. The merge runs on a thread of its own
+//! (`strata_fs::run_at_lower_priority`) while the compaction thread waits:
+//! the install after it, whose locks flushes wait for, keeps the process's
+//! priority, so that no waking thread preempts it inside them (a thread
+//! cannot raise its priority back without privilege). A pool of one thread
+//! does everything at the process's priority.
 //!
 //! `Background::state` is taken before only leaf locks: picking a
 //! compaction loads a version (lock-free) and asks whether writers are idle
@@ -275,12 +279,7 @@ pub(crate) fn start(db: &Arc<DbInner>) {
         };
         let t = std::thread::Builder::new()
             .name(name)
-            .spawn(move || {
-                if role == Role::Compaction {
-                    strata_fs::lower_thread_priority_by(db.options.compaction_nice);
-                }
-                worker(&db, role)
-            })
+            .spawn(move || worker(&db, role))
             .expect("spawning a background thread");
         threads.push(t);
     }
@@ -327,7 +326,11 @@ fn worker(db: &DbInner, role: Role) {
                 }
             }
             Job::Compact(cf, c) => {
-                db.run_compaction(&cf, &c, false);
+                let nice = match role {
+                    Role::Compaction => db.options.compaction_nice,
+                    Role::Any | Role::Flush => 0,
+                };
+                db.run_compaction(&cf, &c, false, nice);
                 db.bg.release(&c);
                 let mut s = db.bg.state.lock();
                 if c.input_level == 0 {

@@ -157,21 +157,23 @@ impl DbInner {
         Ok(())
     }
 
-    /// Runs `c` and installs it. A background error stops writes; an edit
-    /// that no longer applies (a race with another compaction's outputs)
-    /// is dropped with its outputs and retried later.
-    pub(super) fn run_compaction(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool) {
+    /// Runs `c` and installs it. The merge runs `nice` lower than the
+    /// calling thread (see `compaction_merge`), the install at the caller's
+    /// priority. A background error stops writes; an edit that no longer
+    /// applies (a race with another compaction's outputs) is dropped with
+    /// its outputs and retried later.
+    pub(super) fn run_compaction(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool, nice: u8) {
         if cf.is_dropped() {
             return;
         }
-        if let Err(e) = self.compact(cf, c, manual) {
+        if let Err(e) = self.compact(cf, c, manual, nice) {
             if !cf.is_dropped() && !matches!(e, Error::InvalidArgument(_)) {
                 self.stop_writes(&e);
             }
         }
     }
 
-    fn compact(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool) -> Result<()> {
+    fn compact(&self, cf: &Arc<CfState>, c: &Compaction, manual: bool, nice: u8) -> Result<()> {
         // As for a flush: an ingested file is in the version before its
         // seqno is visible; no later snapshot may fall below an input's.
         let newest = c
@@ -182,37 +184,16 @@ impl DbInner {
             .max();
         self.wait_visible(newest.unwrap_or(0));
         let snapshots = self.snapshots.seqnos();
-        let next = || self.new_file_number();
-        // Blob GC: the version the inputs are in holds the blob files they
-        // reference, and reads through it cannot see a file deleted.
-        let version = cf.installer.load().version.clone();
-        let policy = cf.gc_policy(self.writers_idle());
-        let files = compaction::blob_gc_candidates(&version, c, &policy);
-        // A collection below `garbage_ratio` spends the family's credit;
-        // the cheaper ones run whenever due.
-        let dear = c.reason == compaction::CompactionReason::BlobGc
-            && policy.threshold(c, compaction::blob_space_amp(&version)) < policy.garbage_ratio;
-        if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
-            // An in-place rewrite that would move nothing (the version
-            // changed since the pick) would be picked again and again.
+        // The merge gives up the CPU to reads and writes; the install, whose
+        // locks flushes wait for, does not: a thread niced through its
+        // critical section is preempted in it by any thread that wakes, and
+        // holds the locks until it gets a core back.
+        let merged = strata_fs::run_at_lower_priority("strata-lsm-merge", nice, || {
+            self.compaction_merge(cf, c, &snapshots)
+        })?;
+        let Some(Merged { edit, stats, dear }) = merged else {
             return Ok(());
-        }
-        // Compaction reads do not fill the block cache (they would evict what
-        // readers use).
-        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));
-        let read = |key: &[u8], r: &BlobRef| {
-            let mut out = Vec::new();
-            values.borrow_mut().fetch(&version, key, r, &mut out)?;
-            Ok(out)
         };
-        let gc = BlobGc { files, read: &read };
-        let mut ctx = self.output_context(cf, &next, &snapshots, Some(c));
-        if !gc.files.is_empty() {
-            ctx.blob_gc = Some(&gc);
-        }
-        let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
-        self.stamp(&mut edit);
-        self.warm_tables(edit.added.iter().map(|(_, f)| f));
         let installed = cf.installer.install(
             Install {
                 edits: std::slice::from_ref(&edit),
@@ -255,6 +236,49 @@ impl DbInner {
             l.on_compaction_completed(&info);
         }
         Ok(())
+    }
+
+    /// A compaction's merge, up to its outputs written and warmed: every
+    /// part of the job that reads or writes data. `None`: a blob collection
+    /// with nothing left to move.
+    fn compaction_merge(
+        &self,
+        cf: &CfState,
+        c: &Compaction,
+        snapshots: &[u64],
+    ) -> Result<Option<Merged>> {
+        let next = || self.new_file_number();
+        // Blob GC: the version the inputs are in holds the blob files they
+        // reference, and reads through it cannot see a file deleted.
+        let version = cf.installer.load().version.clone();
+        let policy = cf.gc_policy(self.writers_idle());
+        let files = compaction::blob_gc_candidates(&version, c, &policy);
+        // A collection below `garbage_ratio` spends the family's credit;
+        // the cheaper ones run whenever due.
+        let dear = c.reason == compaction::CompactionReason::BlobGc
+            && policy.threshold(c, compaction::blob_space_amp(&version)) < policy.garbage_ratio;
+        if c.reason == compaction::CompactionReason::BlobGc && files.is_empty() {
+            // An in-place rewrite that would move nothing (the version
+            // changed since the pick) would be picked again and again.
+            return Ok(None);
+        }
+        // Compaction reads do not fill the block cache (they would evict what
+        // readers use).
+        let values = RefCell::new(BlobValues::new(self.fs.clone(), &self.dir, None));
+        let read = |key: &[u8], r: &BlobRef| {
+            let mut out = Vec::new();
+            values.borrow_mut().fetch(&version, key, r, &mut out)?;
+            Ok(out)
+        };
+        let gc = BlobGc { files, read: &read };
+        let mut ctx = self.output_context(cf, &next, snapshots, Some(c));
+        if !gc.files.is_empty() {
+            ctx.blob_gc = Some(&gc);
+        }
+        let (mut edit, stats) = compaction::run_compaction(c, &|f| self.open_table(f), &ctx)?;
+        self.stamp(&mut edit);
+        self.warm_tables(edit.added.iter().map(|(_, f)| f));
+        Ok(Some(Merged { edit, stats, dear }))
     }
 
     /// Removes the files `edit` adds, for an install that did not happen;
@@ -340,4 +364,12 @@ fn install_error(e: InstallError) -> Error {
         InstallError::Persist(e) | InstallError::Sequence(e) | InstallError::Durability(e) => e,
         InstallError::Edit(e) => Error::InvalidArgument(format!("version edit refused: {e}")),
     }
+}
+
+/// What a compaction's merge leaves to install.
+struct Merged {
+    edit: VersionEdit,
+    stats: compaction::CompactionStats,
+    /// A blob collection that spends the family's credit.
+    dear: bool,
 }

@@ -185,8 +185,8 @@ impl DbInner {
 
     /// Stages the record of an install's edits of family `cf`, prepared
     /// before the lock (the persist hook's first half, under the installer
-    /// lock: no encoding and no system call there, which a compaction
-    /// thread, niced, may be preempted in), or rewrites the
+    /// lock: no encoding and no system call there, which its thread may
+    /// be preempted in or wait on), or rewrites the
     /// manifest (synced) when it is due. Returns what is left to make
     /// durable. A dropped family persists nothing (`InvalidArgument`, not
     /// an engine error); any other failure stops writes.

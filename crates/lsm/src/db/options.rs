@@ -30,11 +30,13 @@ pub struct Options {
     /// (at least one) run only flushes and the rest only compactions.
     /// Default 2; 1 to 64.
     pub background_threads: usize,
-    /// How much lower than the process's the CPU priority of the compaction
-    /// threads is, as a Linux nice increment: compactions and blob GC then
+    /// How much lower than the process's the CPU priority of compaction
+    /// merges is, as a Linux nice increment: compactions and blob GC then
     /// take the CPU reads and writes leave, and flushes, which writers wait
-    /// for, keep the process's priority. Ignored with one background thread
-    /// and off Linux. Default 10; 0 (no change) to 19.
+    /// for, keep the process's priority, as do the installs of compactions
+    /// (the merge runs on a thread of its own). Ignored with one background
+    /// thread, for manual compactions and off Linux. Default 10; 0 (no
+    /// change) to 19.
     pub compaction_nice: u8,
     /// SST files kept open for reads (each a descriptor and its index and
     /// filter blocks); the files read least recently are closed and
