@@ -49,7 +49,7 @@ pub fn lower_thread_priority_by(by: u8) {
 /// CPU the foreground leaves, while its short steps under locks that others
 /// wait for run at the caller's priority: a thread cannot take back a
 /// priority it gave up without privilege, so the lowered part gets a thread
-/// (a spawn costs tens of microseconds). With `by == 0`, or when no thread
+/// (one spawn per call). With `by == 0`, or when no thread
 /// can be spawned, `work` runs on the caller's thread. A panic in `work` is
 /// resumed on the caller's.
 pub fn run_at_lower_priority<R: Send>(name: &str, by: u8, work: impl FnOnce() -> R + Send) -> R {
