@@ -997,3 +997,135 @@ fn crash_in_rewrite_queue_compaction(fail_point: &str) -> strata_raftlog::Recove
     scenario.teardown();
     report
 }
+
+/// Opens on `fs` wrapped in a `FaultFs` whose syncs take 2 ms: a synced
+/// group's round is long, so its leader hands the leadership on before its
+/// group reaches the index (on `MemFs` alone rounds are too cheap for that).
+fn open_slow_syncs(fs: &MemFs) -> (Engine, FaultFs) {
+    let faults = FaultFs::new(Arc::new(fs.clone()));
+    faults.set_sync_delay(std::time::Duration::from_millis(2));
+    let dyn_fs: Arc<dyn FileSystem> = Arc::new(faults.clone());
+    (
+        Engine::open_with_fs(DIR, config(), dyn_fs).expect("open"),
+        faults,
+    )
+}
+
+/// Waits up to 10 s for `done`; false if it never held.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    false
+}
+
+/// A synced group's index update runs beside the next group's append: while
+/// the first group is held before the index, a second writer's group is
+/// appended and synced; neither write returns before its group is in the
+/// index, and each is readable when it returns.
+#[test]
+fn the_next_group_appends_while_a_group_reaches_the_index() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let (engine, faults) = open_slow_syncs(&fs);
+    let engine = Arc::new(engine);
+    fail::cfg("raftlog::write::index", "pause").unwrap();
+    let syncs = faults.count(Op::SyncData);
+    let write = |group: u64| {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let mut batch = LogBatch::new();
+            batch.add_entries(group, 1, &[entry(group, 1)]);
+            engine
+                .write(&mut batch, true)
+                .map(|_| engine.last_index(group))
+        })
+    };
+    let first = write(1);
+    assert!(
+        eventually(|| faults.count(Op::SyncData) > syncs),
+        "the first group never synced"
+    );
+    let second = write(2);
+    assert!(
+        eventually(|| faults.count(Op::SyncData) > syncs + 1),
+        "the second group did not sync while the first was held before the index"
+    );
+    assert_eq!(engine.last_index(1), None, "indexed before the pause ended");
+    assert!(
+        !first.is_finished() && !second.is_finished(),
+        "a write returned before its group was indexed"
+    );
+    fail::cfg("raftlog::write::index", "off").unwrap();
+    let (first, second) = within(30, "writers after the index pause", move || {
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    assert_eq!(first.expect("first write"), Some(1));
+    assert_eq!(second.expect("second write"), Some(1));
+    assert_eq!(engine.get_entry(2, 1).unwrap(), Some(entry(2, 1)));
+    scenario.teardown();
+}
+
+/// A rotation waits until the group before it is in the index: a sealed
+/// file's records are all indexed, which purge's choice of files counts on.
+/// While the group that fills the file is held before the index, the next
+/// group, which must rotate, writes nothing; released, both land, and a
+/// reopen finds them.
+#[test]
+fn a_rotation_waits_for_the_group_before_it_to_reach_the_index() {
+    let scenario = FailScenario::setup();
+    let fs = MemFs::new();
+    let (engine, faults) = open_slow_syncs(&fs);
+    let engine = Arc::new(engine);
+    let mut model = Model::default();
+    // Just under the 64 KiB target: the next batch must rotate.
+    model.append(&engine, 1, 60, true).unwrap();
+    fail::cfg("raftlog::write::index", "pause").unwrap();
+    let syncs = faults.count(Op::SyncData);
+    let filler = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let mut batch = LogBatch::new();
+            batch.add_entries(2, 1, &[entry(2, 1)]);
+            engine.write(&mut batch, true)
+        })
+    };
+    assert!(
+        eventually(|| faults.count(Op::SyncData) > syncs),
+        "the filling group never synced"
+    );
+    let writes = faults.count(Op::Write);
+    let rotating = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let mut batch = LogBatch::new();
+            for i in 0..8 {
+                batch.add_entries(3, 1 + i, &[entry(3, 1 + i)]);
+            }
+            engine.write(&mut batch, true)
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        faults.count(Op::Write),
+        writes,
+        "the rotating group wrote while the group before it was not indexed"
+    );
+    fail::cfg("raftlog::write::index", "off").unwrap();
+    within(30, "writers after the index pause", move || {
+        filler.join().unwrap().expect("filler");
+        rotating.join().unwrap().expect("rotating");
+    });
+    assert_eq!(engine.last_index(2), Some(1));
+    assert_eq!(engine.last_index(3), Some(8));
+    drop(engine);
+    let engine = open(&fs);
+    model.check(&engine, "reopen after the rotation");
+    assert_eq!(engine.get_entry(2, 1).unwrap(), Some(entry(2, 1)));
+    assert_eq!(engine.get_entry(3, 8).unwrap(), Some(entry(3, 8)));
+    scenario.teardown();
+}

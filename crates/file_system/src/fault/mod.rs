@@ -101,6 +101,8 @@ struct FaultState {
     space_left: Option<u64>,
     flips: Vec<BitFlip>,
     holds: Vec<HoldRule>,
+    /// How long every file sync takes before it syncs (a slow disk).
+    sync_delay: std::time::Duration,
 }
 
 impl FaultState {
@@ -204,6 +206,13 @@ impl FaultFs {
             gate: gate.clone(),
         });
         Hold { gate }
+    }
+
+    /// Makes every file sync (`sync_data`, `sync_all`) take `delay` first,
+    /// as on a disk whose flush is slow, so that code paths that depend on
+    /// a sync's duration run on the in-memory file system too.
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.state.lock().sync_delay = delay;
     }
 
     /// Returns how many calls of `op` have been made, failed ones included.
@@ -321,6 +330,14 @@ impl FaultFile {
         self.state.lock().enter(op)
     }
 
+    /// Sleeps for the sync delay, if one is set (see `FaultFs::set_sync_delay`).
+    fn slow_sync(&self) {
+        let delay = self.state.lock().sync_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+    }
+
     /// Waits at every hold on `op` for this file (see `FaultFs::hold`).
     fn pass_holds(&self, op: Op) {
         let gates: Vec<_> = {
@@ -388,11 +405,13 @@ impl File for FaultFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.enter(Op::SyncData)?;
+        self.slow_sync();
         self.inner.sync_data()
     }
 
     fn sync_all(&self) -> io::Result<()> {
         self.enter(Op::SyncAll)?;
+        self.slow_sync();
         self.inner.sync_all()
     }
 

@@ -17,44 +17,123 @@ use crate::log_batch::{decode_items_with_capacity, LogBatch};
 use crate::metrics::Metrics;
 use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, ZEROS};
 use crate::{Engine, Error, Result};
-use strata_log::group_commit::Writer;
+use strata_log::group_commit::{Stage, Writer};
+
+/// What a group's append leaves for its finish (`Engine::index_group`).
+#[derive(Debug)]
+pub(super) struct Appended {
+    /// The file the records went to.
+    file: FileRef,
+    /// Where the group's first record starts.
+    offset: u64,
+    /// The payload of the compactions' record, written first, if any.
+    compactions: Option<Vec<u8>>,
+}
 
 impl Engine {
-    /// Serves one group commit: runs on the leader's thread.
-    pub(super) fn serve(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Vec<Result<()>> {
-        match self.serve_inner(group) {
-            Ok(()) => group.iter().map(|_| Ok(())).collect(),
-            Err(e) => group.iter().map(|_| Err(e.duplicate())).collect(),
+    /// The first stage of a group commit, on the leader's thread: the
+    /// group's records appended (after a record of the compactions
+    /// `compact_to` queued) and synced if asked. The index learns them in
+    /// [`Engine::index_group`], beside the next group's append.
+    pub(super) fn append_stage(
+        &self,
+        group: &[Arc<Writer<WriteRequest, Result<()>>>],
+    ) -> Stage<Appended, Result<()>> {
+        let failed = |e: Error| Stage::Done(group.iter().map(|_| Err(e.duplicate())).collect());
+        if let Err(e) = self.check_poisoned() {
+            return failed(e);
         }
-    }
-
-    fn serve_inner(&self, group: &[Arc<Writer<WriteRequest, Result<()>>>]) -> Result<()> {
-        self.check_poisoned()?;
         fail::fail_point!("raftlog::write::leader");
         let compactions = std::mem::take(&mut *self.pending_compactions.lock());
         if compactions.is_empty() {
-            return self.append_group(group, None);
+            return self
+                .append_group(group, None)
+                .map_or_else(failed, Stage::Finish);
         }
         let mut batch = LogBatch::new();
         for &(g, index) in &compactions {
             batch.compact_to(g, index);
         }
-        let outcome = self.append_group(group, Some(&batch.payload));
-        if outcome.is_err() {
-            // Not logged: the next group commit tries again.
-            self.pending_compactions.lock().splice(0..0, compactions);
+        let payload = std::mem::take(&mut batch.payload);
+        match self.append_group(group, Some(payload)) {
+            Ok(appended) => Stage::Finish(appended),
+            Err(e) => {
+                // Not logged: the next group commit tries again.
+                self.pending_compactions.lock().splice(0..0, compactions);
+                failed(e)
+            }
         }
-        outcome
     }
 
-    /// Appends the group's records, after a record of `compactions` if given.
+    /// The second stage of a group commit: applies the records
+    /// [`Engine::append_stage`] appended to the index, in the log's order
+    /// (the queue runs finishes one at a time, in the order of their
+    /// groups), so readers see them; the writers learn their outcome after.
+    pub(super) fn index_group(
+        &self,
+        group: &[Arc<Writer<WriteRequest, Result<()>>>],
+        appended: Appended,
+    ) -> Vec<Result<()>> {
+        match self.index_records(group, appended) {
+            Ok(()) => group.iter().map(|_| Ok(())).collect(),
+            Err(e) => group.iter().map(|_| Err(e.duplicate())).collect(),
+        }
+    }
+
+    fn index_records(
+        &self,
+        group: &[Arc<Writer<WriteRequest, Result<()>>>],
+        appended: Appended,
+    ) -> Result<()> {
+        fail::fail_point!("raftlog::write::index");
+        let Appended {
+            file,
+            mut offset,
+            compactions,
+        } = appended;
+        let mut shadows = false;
+        if let Some(payload) = &compactions {
+            // Already applied by `compact_to`; applying again changes nothing.
+            let len = (RECORD_HEADER_LEN + payload.len()) as u32;
+            let loc = RecordLoc {
+                file,
+                offset: offset as u32,
+                len,
+            };
+            let items = crate::log_batch::decode_items(payload)
+                .map_err(|e| self.undecodable_own_batch(file.id(), e))?;
+            shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
+            offset += len as u64;
+        }
+        for w in group {
+            let loc = RecordLoc {
+                file,
+                offset: offset as u32,
+                len: w.request.record_len() as u32,
+            };
+            let payload = w.request.payload.lock();
+            let items = decode_items_with_capacity(payload.raw(), w.request.item_count)
+                .map_err(|e| self.undecodable_own_batch(file.id(), e))?;
+            shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
+            offset += loc.len as u64;
+        }
+        if shadows {
+            self.min_dirty.fetch_min(file.id().seq, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Appends the group's records, after a record of `compactions` if
+    /// given, and adds them to the active file's index section.
     fn append_group(
         &self,
         group: &[Arc<Writer<WriteRequest, Result<()>>>],
-        compactions: Option<&[u8]>,
-    ) -> Result<()> {
+        compactions: Option<Vec<u8>>,
+    ) -> Result<Appended> {
         let mut active = self.pipe.append.lock();
-        let extra_len = compactions.map_or(0, |p| (RECORD_HEADER_LEN + p.len()) as u64);
+        let extra_len = compactions
+            .as_ref()
+            .map_or(0, |p| (RECORD_HEADER_LEN + p.len()) as u64);
         let total: u64 = extra_len + group.iter().map(|w| w.request.record_len()).sum::<u64>();
         let target = self.pipe.config.target_file_size_bytes;
         if active.offset > FILE_HEADER_LEN as u64 && active.offset + total > target {
@@ -85,7 +164,7 @@ impl Engine {
                 .encode()
             })
             .collect();
-        let extra_header = compactions.map(|p| {
+        let extra_header = compactions.as_ref().map(|p| {
             RecordHeader {
                 file_id,
                 stored_len: p.len() as u32,
@@ -99,7 +178,7 @@ impl Engine {
         let sync = group.iter().any(|w| w.request.sync);
         let payloads: Vec<_> = group.iter().map(|w| w.request.payload.lock()).collect();
         let mut slices = Vec::with_capacity(2 * group.len() + 3);
-        if let (Some(header), Some(payload)) = (&extra_header, compactions) {
+        if let (Some(header), Some(payload)) = (&extra_header, &compactions) {
             slices.push(IoSlice::new(header));
             slices.push(IoSlice::new(payload));
         }
@@ -148,38 +227,25 @@ impl Engine {
             }
             Metrics::add(&self.metrics.fsyncs, 1);
         }
-        // The bytes are in place (and durable if asked): show them to readers.
+        // The bytes are in place (and durable if asked). The file's index
+        // section lists them now, under the append lock, so that a rotation
+        // seals it whole; the index learns them in the finish.
         let file = FileRef::new(active.id);
-        let mut offset = active.offset;
-        let mut shadows = false;
-        if let Some(payload) = compactions {
-            // Already applied by `compact_to`; applying again changes nothing.
-            let loc = RecordLoc {
-                file,
-                offset: offset as u32,
-                len: extra_len as u32,
-            };
+        let start = active.offset;
+        let mut offset = start;
+        if let Some(payload) = &compactions {
             let items = crate::log_batch::decode_items(payload)
-                .map_err(|e| self.undecodable_own_batch(&path, e))?;
-            shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
-            active.section.add_record(loc.len, &items);
+                .map_err(|e| self.undecodable_own_batch(active.id, e))?;
+            active.section.add_record(extra_len as u32, &items);
             offset += extra_len;
         }
         for w in group {
-            let loc = RecordLoc {
-                file,
-                offset: offset as u32,
-                len: w.request.record_len() as u32,
-            };
+            let len = w.request.record_len() as u32;
             let payload = w.request.payload.lock();
             let items = decode_items_with_capacity(payload.raw(), w.request.item_count)
-                .map_err(|e| self.undecodable_own_batch(&path, e))?;
-            shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
-            active.section.add_record(loc.len, &items);
-            offset += loc.len as u64;
-        }
-        if shadows {
-            self.min_dirty.fetch_min(active.id.seq, Ordering::SeqCst);
+                .map_err(|e| self.undecodable_own_batch(active.id, e))?;
+            active.section.add_record(len, &items);
+            offset += len as u64;
         }
         active.offset = offset;
         if sync {
@@ -219,7 +285,11 @@ impl Engine {
         Metrics::add(&self.metrics.write_groups, 1);
         let payload: u64 = group.iter().map(|w| w.request.raw_len as u64).sum();
         Metrics::add(&self.metrics.payload_bytes, payload);
-        Ok(())
+        Ok(Appended {
+            file,
+            offset: start,
+            compactions,
+        })
     }
 
     /// Zeros to write after the end marker ending at `end`, up to the next
@@ -243,10 +313,10 @@ impl Engine {
     /// A batch that `LogBatch` built and `write` checked does not decode: a
     /// bug, found after its bytes reached the file. Poisons the engine, since
     /// the index no longer matches the file.
-    fn undecodable_own_batch(&self, path: &std::path::Path, e: strata_codec::DecodeError) -> Error {
+    fn undecodable_own_batch(&self, file: FileId, e: strata_codec::DecodeError) -> Error {
         let e = Error::Poisoned(format!(
             "a checked batch written to {} does not decode: {e}",
-            path.display()
+            self.pipe.path(file).display()
         ));
         self.poison(&e);
         e
@@ -278,6 +348,9 @@ impl Engine {
     }
 
     fn rotate_append(&self, active: &mut ActiveFile) -> Result<()> {
+        // The group before this one may still be reaching the index: a
+        // sealed file's records are all indexed (purge counts on it).
+        self.queue.wait_for_finish();
         let sealed = (active.id.seq, active.offset);
         if let Err(e) = self.rotate_to_next(active) {
             // A failed sync (of the sealed file, the new one or the directory)

@@ -4,14 +4,16 @@
 //! Invariants:
 //! - A write is applied to the index only after its bytes are in the file (and
 //!   synced, when any writer of its group asked for sync), and in the order of
-//!   the log, so the index never shows what recovery would not.
+//!   the log, so the index never shows what recovery would not. The update
+//!   may run beside the next group's append (`append.rs`), so the index can
+//!   lag the active file by the one group in flight, never a sealed file.
 //! - After a failed sync `poisoned` is set and stays set: every later write
 //!   fails with [`Error::Poisoned`].
 //! - `min_dirty` is the lowest append-file sequence whose records hide data
 //!   that is still copied in the rewrite queue; purge must not delete such a
 //!   file before it has rewritten the rewrite queue (see `purge/mod.rs`).
 //!
-//! Concurrency: see `strata-log`'s `group_commit.rs` (writers), `index.rs` (readers) and
+//! Concurrency: see `strata-log`'s `group_commit/mod.rs` (writers), `index.rs` (readers) and
 //! `pipe.rs` (files). Purge runs under `purge_lock`, concurrently with both.
 //!
 //! Lock order, the one list every path follows: a thread that holds a lock
@@ -20,22 +22,28 @@
 //! 2. `pipe.rewrite` (the rewrite queue's active file; purge, close)
 //! 3. `pipe.append` (the append queue's active file; the group-commit leader,
 //!    `sync`, `file_stats`, close)
-//! 4. the index: a shard's map, then one group's `RwLock` (never two groups)
-//! 5. `pending_compactions`
-//! 6. `pipe.next_rewrite_seq`
-//! 7. `pipe.files`
-//! 8. `append_sizes`
-//! 9. the preparer's state (`prepare.rs`)
-//! 10. `pipe.recycled`
-//! 11. leaves, never held while taking another: `poison_reason`, `encoding`,
-//!     a writer's payload and slot, the write queue's state.
+//! 4. the write queue's `finishing` ticket: held by a leader while its group
+//!    reaches the index, after the append lock is released; a rotation,
+//!    under the append lock, waits for it (`append.rs`)
+//! 5. the index: a shard's map, then one group's `RwLock` (never two groups)
+//! 6. `pending_compactions`
+//! 7. `pipe.next_rewrite_seq`
+//! 8. `pipe.files`
+//! 9. `append_sizes`
+//! 10. the preparer's state (`prepare.rs`)
+//! 11. `pipe.recycled`
+//! 12. leaves, never held while taking another: `poison_reason`, `encoding`,
+//!     a writer's slot, the write queue's state. (A writer's payload is
+//!     held by its leader across the index update; nobody else takes it
+//!     until the writer is served.)
 //!
 //! The group-commit queue's own state and slots are never held while a leader
-//! serves (see `strata-log`'s `group_commit.rs`).
+//! serves (see `strata-log`'s `group_commit/mod.rs`).
 //!
 //! The impl is split by responsibility: `write.rs` (the writers' checks and
 //! encoding, the group-commit queue, sync, compaction), `append.rs` (the
-//! leader's append, index update and rotation), `read.rs` (entries and
+//! leader's append and rotation, then the group's index update beside the
+//! next group's append), `read.rs` (entries and
 //! keys), `stats.rs` (counts and memory),
 //! `purge/` at the crate root (freeing files); this file opens and closes.
 

@@ -90,7 +90,7 @@ impl Engine {
         };
         let len = request.record_len() as usize;
         let start = Instant::now();
-        let served = self.queue.submit(
+        let served = self.queue.submit_staged(
             request,
             WriteRequest::record_len,
             GROUP_BYTES_MAX,
@@ -101,7 +101,8 @@ impl Engine {
                     self.gather()
                 }
             },
-            |group| self.serve(group),
+            |group| self.append_stage(group),
+            |group, appended| self.index_group(group, appended),
             |why| {
                 // The group's bytes may be in the file while the index lacks
                 // them: nothing about the engine's state is known any more.

@@ -94,8 +94,8 @@ impl Engine {
         // first, so the sync before any deletion makes them durable.
         self.flush_compactions()?;
 
-        // The leader applies a group to the index before it releases the append
-        // lock, so every batch in a file older than this one is indexed.
+        // A rotation waits until the group before it is in the index (the
+        // group's finish), so every batch in a file older than this one is.
         let active_seq = self.pipe.append.lock().id.seq;
         // 1. Choose the files to free by rewriting.
         let needed = self.first_needed_append_file(active_seq);
