@@ -75,8 +75,11 @@ pub(crate) struct ActiveFile {
     /// Every byte before this offset is durable: the end of the data at the
     /// last sync. Written into each record's header (`synced_end`).
     pub synced_end: u64,
-    /// The index section being collected for when the file is sealed.
-    pub section: SectionBuilder,
+    /// The index section being collected for when the file is sealed. Its
+    /// own lock, not the active file's: a group's records are added by the
+    /// group's index update, after the append lock is released (a rotation
+    /// waits for that update before it seals the file).
+    pub section: Arc<Mutex<SectionBuilder>>,
     /// Where writeback of unsynced appends was last started.
     pub writeback: WritebackPacer,
     /// A recycled file's old cache still to drop, ahead of the appends.
@@ -107,7 +110,7 @@ impl ActiveFile {
             file,
             offset: FILE_HEADER_LEN as u64,
             synced_end: FILE_HEADER_LEN as u64,
-            section: SectionBuilder::default(),
+            section: Arc::default(),
             writeback: WritebackPacer::new(WRITEBACK_BYTES, FILE_HEADER_LEN as u64),
             drop_ahead: None,
             drop_behind: DropBehind::default(),
@@ -127,7 +130,7 @@ impl ActiveFile {
         // Here, where every section is written, so that a test pausing it
         // catches whichever thread writes one.
         fail::fail_point!("raftlog::write_index_section");
-        let mut bytes = self.section.encode_with(self.offset, |n| {
+        let mut bytes = self.section.lock().encode_with(self.offset, |n| {
             if n > 0 && n % pace.groups == 0 {
                 std::thread::sleep(pace.pause);
             }
@@ -330,11 +333,11 @@ impl Pipe {
         new: ActiveFile,
         metrics: &Metrics,
     ) -> ActiveFile {
-        let mut new = new;
         // The next file meets about as many groups as this one: a map grown
         // by doubling stalled the leader 2-6 ms at each rehash at 100,000
         // groups (twice a file, traced on M-100K).
-        new.section.reserve_groups(active.section.group_count());
+        let groups = active.section.lock().group_count();
+        new.section.lock().reserve_groups(groups);
         self.files.write().insert(new.id, new.file.clone());
         Metrics::add(&metrics.files_rotated, 1);
         std::mem::replace(active, new)
@@ -459,7 +462,7 @@ mod tests {
         let mut active = ActiveFile::empty(id, file);
         for g in 1..=groups {
             let value = g.to_le_bytes();
-            active.section.add_record(
+            active.section.lock().add_record(
                 100,
                 &[Item::Put {
                     group: g,

@@ -305,7 +305,7 @@ impl Shared {
             }
             let sealed_any = !seal.is_empty();
             let mut spent = Vec::with_capacity(seal.len());
-            for mut sealed in seal {
+            for sealed in seal {
                 // Best effort, unsynced: see the module doc, step 2.
                 if sealed.write_index_section_paced(&SECTION_PACE).is_ok() {
                     Metrics::add(&self.metrics.index_sections_written, 1);
@@ -314,7 +314,7 @@ impl Shared {
                     // preallocated file.
                     let _ = sealed.file.start_writeback(sealed.offset, 0);
                 }
-                spent.push(std::mem::take(&mut sealed.section));
+                spent.push(std::mem::take(&mut *sealed.section.lock()));
             }
             if sealed_any {
                 self.state.lock().sealing = None;

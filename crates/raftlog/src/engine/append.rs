@@ -16,6 +16,7 @@ use crate::index::{FileRef, RecordLoc};
 use crate::log_batch::{decode_items_with_capacity, LogBatch};
 use crate::metrics::Metrics;
 use crate::pipe::{ActiveFile, Pipe, PAGE_BYTES, ZEROS};
+use crate::section::SectionBuilder;
 use crate::{Engine, Error, Result};
 use strata_log::group_commit::{Stage, Writer};
 
@@ -28,6 +29,8 @@ pub(super) struct Appended {
     offset: u64,
     /// The payload of the compactions' record, written first, if any.
     compactions: Option<Vec<u8>>,
+    /// The file's index section, which the records join.
+    section: Arc<parking_lot::Mutex<SectionBuilder>>,
 }
 
 impl Engine {
@@ -66,7 +69,8 @@ impl Engine {
     }
 
     /// The second stage of a group commit: applies the records
-    /// [`Engine::append_stage`] appended to the index, in the log's order
+    /// [`Engine::append_stage`] appended to the index and adds them to
+    /// their file's index section, in the log's order
     /// (the queue runs finishes one at a time, in the order of their
     /// groups), so readers see them; the writers learn their outcome after.
     pub(super) fn index_group(
@@ -90,6 +94,7 @@ impl Engine {
             file,
             mut offset,
             compactions,
+            section,
         } = appended;
         let mut shadows = false;
         if let Some(payload) = &compactions {
@@ -103,6 +108,7 @@ impl Engine {
             let items = crate::log_batch::decode_items(payload)
                 .map_err(|e| self.undecodable_own_batch(file.id(), e))?;
             shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
+            section.lock().add_record(len, &items);
             offset += len as u64;
         }
         for w in group {
@@ -115,6 +121,7 @@ impl Engine {
             let items = decode_items_with_capacity(payload.raw(), w.request.item_count)
                 .map_err(|e| self.undecodable_own_batch(file.id(), e))?;
             shadows |= self.index.apply_record(&items, loc, false).shadows_rewrite;
+            section.lock().add_record(loc.len, &items);
             offset += loc.len as u64;
         }
         if shadows {
@@ -124,7 +131,7 @@ impl Engine {
     }
 
     /// Appends the group's records, after a record of `compactions` if
-    /// given, and adds them to the active file's index section.
+    /// given; returns where they went, for the group's index update.
     fn append_group(
         &self,
         group: &[Arc<Writer<WriteRequest, Result<()>>>],
@@ -227,26 +234,11 @@ impl Engine {
             }
             Metrics::add(&self.metrics.fsyncs, 1);
         }
-        // The bytes are in place (and durable if asked). The file's index
-        // section lists them now, under the append lock, so that a rotation
-        // seals it whole; the index learns them in the finish.
+        // The bytes are in place (and durable if asked); the index and the
+        // file's index section learn them in the finish.
         let file = FileRef::new(active.id);
         let start = active.offset;
-        let mut offset = start;
-        if let Some(payload) = &compactions {
-            let items = crate::log_batch::decode_items(payload)
-                .map_err(|e| self.undecodable_own_batch(active.id, e))?;
-            active.section.add_record(extra_len as u32, &items);
-            offset += extra_len;
-        }
-        for w in group {
-            let len = w.request.record_len() as u32;
-            let payload = w.request.payload.lock();
-            let items = decode_items_with_capacity(payload.raw(), w.request.item_count)
-                .map_err(|e| self.undecodable_own_batch(active.id, e))?;
-            active.section.add_record(len, &items);
-            offset += len as u64;
-        }
+        let offset = start + total;
         active.offset = offset;
         if sync {
             active.synced_end = offset;
@@ -289,6 +281,7 @@ impl Engine {
             file,
             offset: start,
             compactions,
+            section: active.section.clone(),
         })
     }
 
@@ -413,9 +406,8 @@ impl Engine {
             }
             None => (self.make_next_file(next)?, None),
         };
-        let mut new = new;
         if let Some(builder) = preparer.spare_builder() {
-            new.section = builder;
+            *new.section.lock() = builder;
         }
         let sealed = self.pipe.install_next(active, new, &self.metrics);
         preparer.rotated(next, name, sealed);

@@ -33,7 +33,8 @@
 //! 10. the preparer's state (`prepare.rs`)
 //! 11. `pipe.recycled`
 //! 12. leaves, never held while taking another: `poison_reason`, `encoding`,
-//!     a writer's slot, the write queue's state. (A writer's payload is
+//!     a writer's slot, the write queue's state, a file's index-section
+//!     builder (`ActiveFile::section`). (A writer's payload is
 //!     held by its leader across the index update; nobody else takes it
 //!     until the writer is served.)
 //!

@@ -251,7 +251,7 @@ impl<'a> RewriteWriter<'a> {
             len: len as u32,
         };
         let items = decode_items(payload).expect("a batch built by LogBatch always decodes");
-        active.section.add_record(loc.len, &items);
+        active.section.lock().add_record(loc.len, &items);
         active.offset += len;
         if let Some(range) = active
             .drop_ahead
