@@ -65,7 +65,8 @@ struct QueueState<T, R> {
 pub struct WriteQueue<T, R> {
     state: Mutex<QueueState<T, R>>,
     /// Held by a leader from the end of its group's first stage until the
-    /// group is finished and woken (see [`WriteQueue::submit_staged`]).
+    /// group is finished and woken (see [`WriteQueue::submit_staged`]);
+    /// only for groups with a finish.
     finishing: Mutex<()>,
 }
 
@@ -111,8 +112,8 @@ impl<T, R> WriteQueue<T, R> {
             weight,
             budget,
             gather,
-            |group| Stage::<(), R>::Done(serve(group)),
-            |_, ()| unreachable!("a group served whole has nothing to finish"),
+            |group| Stage::<std::convert::Infallible, R>::Done(serve(group)),
+            |_, never| match never {},
             failed,
         )
     }
@@ -174,13 +175,13 @@ impl<T, R> WriteQueue<T, R> {
         drop(state);
         debug_assert!(group.iter().any(|w| Arc::ptr_eq(w, &me)));
         let mut mine = None;
-        let mut first = true;
         let mut started = None;
         let mut round = Instant::now();
         loop {
             let staged = Self::write_stage(&group, &write, &failed);
             // Taken before the next leader can exist: finishes go in order.
-            let ticket = self.finishing.lock();
+            // A group served whole has nothing to order (the lsm's, a failed one).
+            let ticket = matches!(staged, Stage::Finish(_)).then(|| self.finishing.lock());
             if round.elapsed() >= CHEAP_ROUND {
                 // A round that synced: let the next group's append start
                 // now, beside this group's finish.
@@ -197,12 +198,11 @@ impl<T, R> WriteQueue<T, R> {
             }
             self.finish_group(&mut group, &me, &mut mine, staged, &finish, &failed);
             drop(ticket);
-            if !first && round.elapsed() < TINY_ROUND {
+            if started.is_some() && round.elapsed() < TINY_ROUND {
                 // The writers just woken need a CPU, and this thread would
                 // hold one for rounds that each carry little: let them run.
                 std::thread::yield_now();
             }
-            first = false;
             let started = *started.get_or_insert_with(Instant::now);
             // Serve the groups that queued meanwhile while rounds are cheap: a
             // hand-off wakes another thread, which on a busy machine costs more

@@ -237,7 +237,9 @@ fn a_write_stage_can_wait_for_the_finish_before_it() {
             std::thread::spawn(move || {
                 for i in 0..30 {
                     let q = &q2;
-                    q.submit_staged(
+                    // The queue catches the write stage's assertion and fails
+                    // the write instead: the outcome tells.
+                    let out = q.submit_staged(
                         t * 100 + i,
                         |_| 1,
                         u64::MAX,
@@ -259,6 +261,10 @@ fn a_write_stage_can_wait_for_the_finish_before_it() {
                             group.iter().map(|_| 0).collect()
                         },
                         |_| 1,
+                    );
+                    assert_eq!(
+                        out.outcome, 0,
+                        "a write stage found an earlier group unfinished"
                     );
                 }
             })
