@@ -17,7 +17,7 @@
 //! undecodable section) makes recovery scan the file's records instead.
 
 use rustc_hash::FxHashMap;
-use strata_codec::{crc32c, put_varint, DecodeError, Reader};
+use strata_codec::{crc32c, put_varint, varint_len, DecodeError, Reader};
 
 use crate::format::{
     FILE_HEADER_LEN, RECORD_HEADER_LEN, RECORD_PAYLOAD_MAX, TAG_COMPACT_TO, TAG_DELETE,
@@ -127,10 +127,22 @@ const FREE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 /// One group's changes while a file is written ([`GroupChanges`] as it is
 /// collected). A builder reused for the next file keeps each group's
 /// allocations: cleared, not freed.
+///
+/// The log ops are kept already encoded, as the section holds them, so that
+/// sealing a file copies each group's bytes instead of encoding every op of
+/// the file at once: at 10,000 groups with a skewed choice (Z-10K) a 128 MiB
+/// file's section is 2.6 MB from 130,000 ops, and encoding them at the seal
+/// took 9-13 ms of CPU in a burst right after each rotation, during which
+/// the leader's syncs had a p99 of 2.5 ms against 0.34 ms elsewhere (traced).
+/// The encoding now runs op by op in each group's finish, off the leader's
+/// path.
 #[derive(Debug, Default)]
 struct GroupBuild {
     removed: bool,
-    log: Vec<LogOp>,
+    /// The ops of the current file, encoded (`log_op` in the section's format).
+    log: Vec<u8>,
+    /// How many ops `log` holds.
+    log_ops: u32,
     /// Slots `..kv_len` hold the current file's last change of each key;
     /// the rest are kept for reuse.
     kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
@@ -158,14 +170,26 @@ impl GroupBuild {
     /// Whether a record of the current file changed the group: every item
     /// leaves a log op, a key or the removal.
     fn touched(&self) -> bool {
-        self.removed || !self.log.is_empty() || self.kv_len > 0
+        self.removed || self.log_ops > 0 || self.kv_len > 0
     }
 
     /// Empties the group for the next file, keeping its allocations.
     fn clear(&mut self) {
         self.removed = false;
         self.log.clear();
+        self.log_ops = 0;
         self.kv_len = 0;
+    }
+
+    /// Appends an encoded op of `len` bytes that `put` writes.
+    fn push_op(&mut self, len: usize, put: impl FnOnce(&mut Vec<u8>)) {
+        // Exactly what is needed while the group is small: most groups of a
+        // file get one run (see `grow_by_one`).
+        if self.log.capacity() - self.log.len() < len && self.log.len() < 64 {
+            self.log.reserve_exact(len);
+        }
+        put(&mut self.log);
+        self.log_ops += 1;
     }
 }
 
@@ -253,17 +277,24 @@ impl SectionBuilder {
                     body_offset,
                     ..
                 } => {
-                    grow_by_one(&mut changes.log);
-                    changes.log.push(LogOp::Entries {
-                        record,
-                        first_index,
-                        count,
-                        body_offset,
-                    })
+                    let len = 1
+                        + varint_len(u64::from(record))
+                        + varint_len(first_index)
+                        + varint_len(u64::from(count))
+                        + varint_len(u64::from(body_offset));
+                    changes.push_op(len, |out| {
+                        out.push(TAG_ENTRIES);
+                        put_varint(out, u64::from(record));
+                        put_varint(out, first_index);
+                        put_varint(out, u64::from(count));
+                        put_varint(out, u64::from(body_offset));
+                    });
                 }
                 Item::CompactTo { index, .. } => {
-                    grow_by_one(&mut changes.log);
-                    changes.log.push(LogOp::CompactTo { index })
+                    changes.push_op(1 + varint_len(index), |out| {
+                        out.push(TAG_COMPACT_TO);
+                        put_varint(out, index);
+                    });
                 }
                 Item::Put { key, value, .. } => changes.set_kv(key, Some(value)),
                 Item::Delete { key, .. } => changes.set_kv(key, None),
@@ -271,6 +302,7 @@ impl SectionBuilder {
                 Item::RemoveGroup { .. } => {
                     changes.removed = true;
                     changes.log.clear();
+                    changes.log_ops = 0;
                     changes.kv_len = 0;
                 }
             }
@@ -299,46 +331,41 @@ impl SectionBuilder {
     /// [`Self::encode`], calling `between(n)` before the `n`-th group: a
     /// caller off the write path pauses there (see `prepare.rs`).
     pub fn encode_with(&self, data_end: u64, mut between: impl FnMut(usize)) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16 + self.records.len() * 3 + self.groups.len() * 64);
+        let mut groups: Vec<(&u64, &GroupBuild)> =
+            self.groups.iter().filter(|(_, g)| g.touched()).collect();
+        groups.sort_unstable_by_key(|(g, _)| **g);
+        // Sized once: a section is megabytes, and growing it copies them.
+        let kv_bytes = |g: &GroupBuild| -> usize {
+            g.kvs[..g.kv_len]
+                .iter()
+                .map(|(k, v)| 11 + k.len() + v.as_ref().map_or(0, |v| 5 + v.len()))
+                .sum()
+        };
+        let capacity = 48
+            + self.records.len() * 5
+            + groups
+                .iter()
+                .map(|(_, g)| 25 + g.log.len() + kv_bytes(g))
+                .sum::<usize>();
+        let mut out = Vec::with_capacity(capacity);
         put_varint(&mut out, data_end);
         put_varint(&mut out, self.records.len() as u64);
         for &len in &self.records {
             put_varint(&mut out, len as u64);
         }
-        let mut groups: Vec<(&u64, &GroupBuild)> =
-            self.groups.iter().filter(|(_, g)| g.touched()).collect();
-        groups.sort_unstable_by_key(|(g, _)| **g);
         put_varint(&mut out, groups.len() as u64);
+        let mut kvs: Vec<&(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for (n, (&group, changes)) in groups.into_iter().enumerate() {
             between(n);
             put_varint(&mut out, group);
             out.push(changes.removed as u8);
-            put_varint(&mut out, changes.log.len() as u64);
-            for op in &changes.log {
-                match *op {
-                    LogOp::Entries {
-                        record,
-                        first_index,
-                        count,
-                        body_offset,
-                    } => {
-                        out.push(TAG_ENTRIES);
-                        put_varint(&mut out, record as u64);
-                        put_varint(&mut out, first_index);
-                        put_varint(&mut out, count as u64);
-                        put_varint(&mut out, body_offset as u64);
-                    }
-                    LogOp::CompactTo { index } => {
-                        out.push(TAG_COMPACT_TO);
-                        put_varint(&mut out, index);
-                    }
-                }
-            }
-            let mut kvs: Vec<&(Vec<u8>, Option<Vec<u8>>)> =
-                changes.kvs[..changes.kv_len].iter().collect();
+            put_varint(&mut out, u64::from(changes.log_ops));
+            out.extend_from_slice(&changes.log);
+            kvs.clear();
+            kvs.extend(&changes.kvs[..changes.kv_len]);
             kvs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             put_varint(&mut out, kvs.len() as u64);
-            for (key, value) in kvs {
+            for (key, value) in kvs.iter().copied() {
                 out.push(if value.is_some() { TAG_PUT } else { TAG_DELETE });
                 put_varint(&mut out, key.len() as u64);
                 out.extend_from_slice(key);
