@@ -329,6 +329,13 @@ impl Engine {
     /// no sync after the compaction, `first_index` can move back to where it
     /// was: the compaction was never logged, or logged and not synced. Call
     /// [`Engine::sync`] after it when the new first index must survive.
+    ///
+    /// Compact a group only past entries whose write has returned, as a Raft
+    /// log does (it compacts below its applied index). A compaction made
+    /// while a write to the same group is still in flight is logged after
+    /// that write's record but can reach the index before its entries; if it
+    /// drops entries of that write, the index keeps them until a restart,
+    /// which replays the log and drops them.
     pub fn compact_to(&self, group: u64, index: u64) -> Result<u64> {
         self.check_poisoned()?;
         let Some(g) = self.index.group(group) else {
