@@ -330,7 +330,7 @@ impl Shared {
                     *spare = Some(builder);
                 } else {
                     drop(spare);
-                    builder.free_gently();
+                    drop(builder);
                 }
             }
         }
