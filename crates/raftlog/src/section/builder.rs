@@ -2,7 +2,7 @@
 //! index section when it is sealed (the format: [`SectionBuilder::encode`]).
 
 use rustc_hash::FxHashMap;
-use strata_codec::put_varint;
+use strata_codec::{put_varint, DecodeError, Reader};
 
 use crate::format::{TAG_COMPACT_TO, TAG_DELETE, TAG_ENTRIES, TAG_PUT};
 use crate::log_batch::Item;
@@ -156,33 +156,25 @@ struct KvAt {
 }
 
 impl KvAt {
-    /// Parses the key change at `start` of a region the builder wrote.
+    /// Parses the key change at `start` of a region this builder wrote
+    /// (never bytes read from a file): failing means the builder is broken.
     fn parse(region: &[u8], start: usize) -> KvAt {
-        let (key_len, key_start) = read_varint(region, start + 1);
-        let key = key_start..key_start + key_len as usize;
-        let end = if region[start] == TAG_PUT {
-            let (value_len, value_start) = read_varint(region, key.end);
-            value_start + value_len as usize
-        } else {
-            key.end
-        };
-        KvAt { start, key, end }
-    }
-}
-
-/// Reads the varint at `at` of bytes the builder wrote; returns it and
-/// where it ends.
-fn read_varint(bytes: &[u8], mut at: usize) -> (u64, usize) {
-    let mut v = 0u64;
-    let mut shift = 0;
-    loop {
-        let b = bytes[at];
-        at += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return (v, at);
+        let mut r = Reader::new(&region[start..]);
+        let parsed = (|| -> Result<_, DecodeError> {
+            let tag = r.u8()?;
+            let key_len = r.length_prefixed()?.len();
+            let key_end = start + r.position();
+            if tag == TAG_PUT {
+                r.length_prefixed()?;
+            }
+            Ok(key_end - key_len..key_end)
+        })();
+        let key = parsed.expect("a key change the section builder encoded");
+        KvAt {
+            start,
+            key,
+            end: start + r.position(),
         }
-        shift += 7;
     }
 }
 
