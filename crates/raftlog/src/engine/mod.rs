@@ -32,7 +32,7 @@
 //! 9. `append_sizes`
 //! 10. the preparer's state (`prepare.rs`)
 //! 11. `pipe.recycled`
-//! 12. leaves, never held while taking another: `poison_reason`, `encoding`,
+//! 12. leaves, never held while taking another: `poison_reason`, `encoders`,
 //!     a writer's slot, the write queue's state, a file's index-section
 //!     builder (`ActiveFile::section`). (A writer's payload is
 //!     held by its leader across the index update; nobody else takes it
@@ -49,6 +49,7 @@
 //! `purge/` at the crate root (freeing files); this file opens and closes.
 
 mod append;
+mod encoders;
 mod read;
 mod stats;
 mod write;
@@ -85,9 +86,8 @@ pub struct Engine {
     poison_reason: Mutex<String>,
     pub(crate) min_dirty: AtomicU64,
     /// Writers between their continuity check and the queue (encoding and
-    /// compressing); `encoded` is notified when it drops to zero.
-    encoding: Mutex<usize>,
-    encoded: parking_lot::Condvar,
+    /// compressing), which a syncing leader waits for.
+    encoders: encoders::Encoders,
     /// Compactions made in the index and not yet logged: the next group commit
     /// writes them ahead of its records (see `compact_to`).
     pending_compactions: Mutex<Vec<(u64, u64)>>,
@@ -164,8 +164,7 @@ impl Engine {
             poison_reason: Mutex::new(String::new()),
             min_dirty: AtomicU64::new(recovered.min_dirty),
             pending_compactions: Mutex::new(Vec::new()),
-            encoding: Mutex::new(0),
-            encoded: parking_lot::Condvar::new(),
+            encoders: Default::default(),
             active_seq: AtomicU64::new(active_seq),
             purge_lock: Mutex::new(()),
             append_sizes: Mutex::new(recovered.append_sizes),

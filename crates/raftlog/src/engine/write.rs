@@ -85,7 +85,7 @@ impl Engine {
         self.check_continuity(batch)?;
         let raw = std::mem::take(&mut batch.payload);
         let request = {
-            let _encoding = Encoding::enter(self);
+            let _encoding = self.encoders.enter();
             self.encode(raw, batch.item_count, sync)
         };
         let len = request.record_len() as usize;
@@ -261,13 +261,8 @@ impl Engine {
     /// CPU and waiting a whole extra sync; with many writers on few cores a
     /// leader's append took ten times as long (`docs/raftlog.md`).
     fn gather(&self) {
-        let deadline = Instant::now() + GATHER_WAIT_MAX;
-        let mut n = self.encoding.lock();
-        while *n > 0 {
-            if self.encoded.wait_until(&mut n, deadline).timed_out() {
-                break;
-            }
-        }
+        self.encoders
+            .wait_for_none(Instant::now() + GATHER_WAIT_MAX);
     }
 
     /// Makes every write so far durable.
@@ -382,27 +377,6 @@ impl Engine {
 /// it alone). A larger append only makes its writers wait longer: by a few
 /// megabytes a sync already runs near the disk's bandwidth.
 const GROUP_BYTES_MAX: u64 = 4 << 20;
-
-/// Counts a writer as encoding while it lives (see `Engine::gather`); the
-/// count drops even if encoding panics, so no leader waits for a dead writer.
-struct Encoding<'a>(&'a Engine);
-
-impl<'a> Encoding<'a> {
-    fn enter(engine: &'a Engine) -> Self {
-        *engine.encoding.lock() += 1;
-        Encoding(engine)
-    }
-}
-
-impl Drop for Encoding<'_> {
-    fn drop(&mut self) {
-        let mut n = self.0.encoding.lock();
-        *n -= 1;
-        if *n == 0 {
-            self.0.encoded.notify_all();
-        }
-    }
-}
 
 /// The longest a leader waits for writers still compressing (see `gather`).
 const GATHER_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(2);
