@@ -172,7 +172,7 @@ impl GroupIndex {
 
     /// Sets `key` to `value`, reusing the old value's buffer when the key exists
     /// (state keys are overwritten on every write).
-    pub(super) fn put(&mut self, key: &[u8], value: &[u8], file: FileRef) -> ApplyEffect {
+    fn put(&mut self, key: &[u8], value: &[u8], file: FileRef) -> ApplyEffect {
         if let Some(slot) = self.kvs.get_mut(key) {
             let shadows_rewrite = slot.file.is_rewrite();
             slot.value.clear();
