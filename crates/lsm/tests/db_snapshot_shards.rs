@@ -55,3 +55,44 @@ fn snapshots_of_many_threads_are_counted_kept_and_released() {
     assert_eq!(db.statistics().snapshots, 0);
     db.close().expect("close");
 }
+
+/// A clone holds the seqno on its own: dropping the original (or the
+/// clone) leaves the other reading what it saw through a full compaction,
+/// and a clone of an old snapshot taken after newer ones is counted too.
+#[test]
+fn clones_hold_their_seqno_until_the_last_drops() {
+    let fs = MemFs::new();
+    let db = open(&fs, small_options()).expect("open");
+    let cf = db.default_column_family();
+    let w = WriteOptions::default();
+    db.put(&w, &cf, b"k", b"old").expect("put");
+    let old = db.snapshot();
+    db.put(&w, &cf, b"k", b"mid").expect("put");
+    let mid = db.snapshot();
+    db.put(&w, &cf, b"k", b"new").expect("put");
+    // Older than the newest seqno held on this thread.
+    let old_clone = old.clone();
+    assert_eq!(old_clone.seqno(), old.seqno());
+    assert_eq!(db.statistics().snapshots, 3);
+    drop(old);
+    drop(mid);
+    assert_eq!(db.statistics().snapshots, 1);
+    db.compact_range(&cf, None, None).expect("compact");
+    let read = ReadOptions {
+        snapshot: Some(old_clone.clone()),
+        ..ReadOptions::default()
+    };
+    assert_eq!(
+        db.get(&read, &cf, b"k").expect("get"),
+        Some(b"old".to_vec())
+    );
+    drop(read);
+    drop(old_clone);
+    assert_eq!(db.statistics().snapshots, 0);
+    db.compact_range(&cf, None, None).expect("compact");
+    assert_eq!(
+        db.get(&ReadOptions::default(), &cf, b"k").expect("get"),
+        Some(b"new".to_vec())
+    );
+    db.close().expect("close");
+}

@@ -12,9 +12,16 @@
 //! snapshot, and one that read it before took its inputs while the visible
 //! seqno was at most this one: it keeps the newest version of every key,
 //! which is what the snapshot sees.
+//!
+//! Taking, cloning and dropping a snapshot allocate nothing once a shard
+//! has held as many distinct seqnos as it holds now: a shard is a sorted
+//! `Vec` that keeps its capacity, and a snapshot is its seqno, its shard
+//! and a shared pointer to the list. The snapshots that took a millisecond
+//! or more without being preempted spent it in the allocator (a tree node
+//! when a shard went from empty to one seqno, the handle's `Arc`), under
+//! the shard's lock for the first.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,11 +34,48 @@ use crate::key::SeqNo;
 /// Shards of the snapshot list.
 const SHARDS: usize = 8;
 
-/// One shard: seqnos with how many snapshots hold each, on a cache line of
-/// its own.
-#[derive(Debug, Default)]
+/// Distinct seqnos a shard has room for before its first allocation.
+const SHARD_CAPACITY: usize = 16;
+
+/// One shard: held seqnos, ascending and distinct, each with how many
+/// snapshots hold it; on a cache line of its own.
+#[derive(Debug)]
 #[repr(align(64))]
-struct Shard(Mutex<BTreeMap<SeqNo, usize>>);
+struct Shard(Mutex<Vec<(SeqNo, usize)>>);
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard(Mutex::new(Vec::with_capacity(SHARD_CAPACITY)))
+    }
+}
+
+impl Shard {
+    /// Counts one more snapshot at `seqno` in `held`.
+    fn hold(held: &mut Vec<(SeqNo, usize)>, seqno: SeqNo) {
+        // New snapshots are at the newest seqno: look from the end.
+        match held.last_mut() {
+            Some((s, n)) if *s == seqno => *n += 1,
+            Some((s, _)) if *s < seqno => held.push((seqno, 1)),
+            None => held.push((seqno, 1)),
+            Some(_) => match held.binary_search_by_key(&seqno, |&(s, _)| s) {
+                Ok(i) => held[i].1 += 1,
+                Err(i) => held.insert(i, (seqno, 1)),
+            },
+        }
+    }
+
+    /// Counts one snapshot at `seqno` less.
+    fn release(&self, seqno: SeqNo) {
+        let mut held = self.0.lock();
+        if let Ok(i) = held.binary_search_by_key(&seqno, |&(s, _)| s) {
+            held[i].1 -= 1;
+            if held[i].1 == 0 {
+                // Keeps the capacity: the next hold does not allocate.
+                held.remove(i);
+            }
+        }
+    }
+}
 
 /// The live snapshots' seqnos, with how many snapshots hold each.
 #[derive(Debug, Default)]
@@ -57,9 +101,11 @@ fn my_shard() -> usize {
 impl SnapshotList {
     /// The held seqnos, ascending (what compaction keeps versions for).
     pub fn seqnos(&self) -> Vec<SeqNo> {
-        let mut all: Vec<SeqNo> = Vec::new();
+        // Room for the usual case before any shard is locked: an
+        // allocation under a shard's lock would hold up its readers.
+        let mut all: Vec<SeqNo> = Vec::with_capacity(SHARDS * SHARD_CAPACITY);
         for shard in &self.shards {
-            all.extend(shard.0.lock().keys().copied());
+            all.extend(shard.0.lock().iter().map(|&(s, _)| s));
         }
         all.sort_unstable();
         all.dedup();
@@ -69,42 +115,44 @@ impl SnapshotList {
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.0.lock().values().sum::<usize>())
+            .map(|s| s.0.lock().iter().map(|&(_, n)| n).sum::<usize>())
             .sum()
-    }
-}
-
-struct Held {
-    seqno: SeqNo,
-    shard: usize,
-    list: Arc<SnapshotList>,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let mut held = self.list.shards[self.shard].0.lock();
-        if let Some(n) = held.get_mut(&self.seqno) {
-            *n -= 1;
-            if *n == 0 {
-                held.remove(&self.seqno);
-            }
-        }
     }
 }
 
 /// A consistent view of every column family at one sequence number. Reads
 /// given it (in [`ReadOptions`](super::ReadOptions)) see exactly the writes
 /// published before it was taken, however long it is held; compaction keeps
-/// what it can see. Cheap to clone; released when the last clone drops.
-#[derive(Clone)]
+/// what it can see. Cheap to clone (a clone holds the seqno too); the
+/// seqno is released when the last clone drops.
 pub struct Snapshot {
-    held: Arc<Held>,
+    seqno: SeqNo,
+    shard: usize,
+    list: Arc<SnapshotList>,
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Self {
+        // Already held by `self`: no visibility rule to keep, one count more.
+        Shard::hold(&mut self.list.shards[self.shard].0.lock(), self.seqno);
+        Snapshot {
+            seqno: self.seqno,
+            shard: self.shard,
+            list: self.list.clone(),
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.list.shards[self.shard].release(self.seqno);
+    }
 }
 
 impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshot")
-            .field("seqno", &self.held.seqno)
+            .field("seqno", &self.seqno)
             .finish()
     }
 }
@@ -112,7 +160,7 @@ impl fmt::Debug for Snapshot {
 impl Snapshot {
     /// The sequence number the snapshot reads at.
     pub fn seqno(&self) -> SeqNo {
-        self.held.seqno
+        self.seqno
     }
 }
 
@@ -125,10 +173,58 @@ impl Db {
         let mut held = list.shards[shard].0.lock();
         // Read under the shard's lock (see the module doc).
         let seqno = inner.seq.visible();
-        *held.entry(seqno).or_insert(0) += 1;
+        Shard::hold(&mut held, seqno);
         drop(held);
-        Snapshot {
-            held: Arc::new(Held { seqno, shard, list }),
+        Snapshot { seqno, shard, list }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// A shard against a map of counts: holds at any seqno (new ones
+        /// mostly, older ones as clones of old snapshots make them) and
+        /// releases of held ones in any order.
+        #[test]
+        fn shard_counts_like_a_map(ops in prop::collection::vec((any::<bool>(), 0u64..40), 0..300)) {
+            let shard = Shard::default();
+            let mut model: BTreeMap<SeqNo, usize> = BTreeMap::new();
+            for (hold, seqno) in ops {
+                if hold {
+                    Shard::hold(&mut shard.0.lock(), seqno);
+                    *model.entry(seqno).or_insert(0) += 1;
+                } else if let Some(&held) = model.keys().nth(seqno as usize % model.len().max(1)) {
+                    shard.release(held);
+                    let n = model.get_mut(&held).expect("held");
+                    *n -= 1;
+                    if *n == 0 {
+                        model.remove(&held);
+                    }
+                }
+                let got: Vec<(SeqNo, usize)> = shard.0.lock().clone();
+                let want: Vec<(SeqNo, usize)> = model.iter().map(|(&s, &n)| (s, n)).collect();
+                prop_assert_eq!(got, want);
+            }
         }
+    }
+
+    #[test]
+    fn a_shard_keeps_its_capacity_when_emptied() {
+        let shard = Shard::default();
+        for seqno in 0..100 {
+            Shard::hold(&mut shard.0.lock(), seqno);
+        }
+        let capacity = shard.0.lock().capacity();
+        for seqno in 0..100 {
+            shard.release(seqno);
+        }
+        assert!(shard.0.lock().is_empty());
+        assert_eq!(shard.0.lock().capacity(), capacity);
     }
 }
