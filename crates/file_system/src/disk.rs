@@ -223,6 +223,11 @@ struct DiskLock {
 impl FileLock for DiskLock {}
 
 impl FileSystem for DiskFs {
+    fn reserve_open_files(&self, files: usize) {
+        // Best effort (see the trait): the limit caps it, an error changes nothing.
+        let _ = crate::reserve_descriptor_slots(files);
+    }
+
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         fs::create_dir_all(dir)
     }

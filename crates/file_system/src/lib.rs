@@ -20,6 +20,7 @@
 //! - `allocate(len)` extends the file to at least `len` bytes of zeros with
 //!   blocks reserved, so later `write_at` inside it does not run out of space.
 
+mod descriptors;
 mod disk;
 mod fault;
 mod mem;
@@ -31,6 +32,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use descriptors::reserve_descriptor_slots;
 pub use disk::DiskFs;
 pub use fault::{FaultFs, Hold, Op};
 pub use mem::{CrashMode, MemFs, Unsynced};
@@ -180,4 +182,13 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// Takes an exclusive lock on `path` (created if missing) for as long as
     /// the returned guard lives; fails with `WouldBlock` if another holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+
+    /// Makes room ahead of need for `files` open files, so that opening
+    /// them later does not wait for the process's descriptor table to
+    /// grow ([`reserve_descriptor_slots`]). Best effort: a file system
+    /// without such a table does nothing, and a failure only means the
+    /// waits stay where they were.
+    fn reserve_open_files(&self, files: usize) {
+        let _ = files;
+    }
 }

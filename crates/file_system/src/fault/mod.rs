@@ -257,6 +257,10 @@ impl FileSystem for FaultFs {
         self.inner.create_dir_all(dir)
     }
 
+    fn reserve_open_files(&self, files: usize) {
+        self.inner.reserve_open_files(files);
+    }
+
     fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         self.enter(Op::Create)?;
         let file = self.inner.create(path)?;

@@ -192,6 +192,9 @@ impl std::fmt::Debug for DbInner {
     }
 }
 
+/// Descriptors reserved at open beyond `max_open_files`.
+const OPEN_FILES_HEADROOM: usize = 1024;
+
 impl Db {
     /// Opens (or creates, with `create_if_missing`) the database in `dir` on
     /// the local disk.
@@ -207,6 +210,10 @@ impl Db {
         hooks: Hooks,
     ) -> Result<Db> {
         options.validate()?;
+        // The table files kept open, and room for WALs, blob files, the
+        // manifest and the application's own: the descriptor table grows
+        // here, not under a reader's `open` (`docs/lsm.md`, "Open files").
+        fs.reserve_open_files(options.max_open_files.saturating_add(OPEN_FILES_HEADROOM));
         let inner = recovery::open(fs, dir.as_ref(), options, hooks)?;
         let inner = Arc::new(inner);
         background::start(&inner);
