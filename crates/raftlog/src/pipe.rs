@@ -94,13 +94,16 @@ pub(crate) struct ActiveFile {
 /// the rotation's sealing sync wrote it out on the leader's path while every
 /// writer waited.
 ///
-/// Not more: at 1 MiB (256 pages) the p99.9 of one writer appending 4 KiB
-/// batches without sync was 73 us, at 512 KiB 45-49 us with the same
-/// writes/s; at 256 KiB and below the p99 doubled and writes/s fell 5-15%.
-/// Our reading, not traced to the instruction: a hint's pages go out as one
-/// request and complete together on the CPU that takes the disk's
-/// interrupts, and a writer running there waits that long.
-pub(crate) const WRITEBACK_BYTES: u64 = 512 << 10;
+/// Not more: a hint's pages go out as one request and complete together, in
+/// the block softirq of the CPU that takes the disk's interrupts, about
+/// 0.4 us a page; a writer running there waits it out. Traced (one writer,
+/// 4 KiB batches, no sync): of 4,326 writes over 60 us in 10 s, nearly all
+/// overlapped that softirq, which took 58 us at its median for 512 KiB. At
+/// 256 KiB that writer's p99.9 was 25-48 us against 61-76 at 512 KiB, with
+/// the same writes/s; smaller hints cost the cells with larger or
+/// concurrent appends more calls and wakeups than they save
+/// (`docs/raftlog.md`, "Write path").
+pub(crate) const WRITEBACK_BYTES: u64 = 256 << 10;
 
 impl ActiveFile {
     /// A file holding only its header and an end marker, both synced.

@@ -111,7 +111,7 @@ fn gaps_are_judged_against_the_batch_own_runs_in_small_and_large_batches() {
 }
 
 /// Unsynced appends ask the OS to write their bytes back as the file grows
-/// (one hint per 512 KiB), so that the sync sealing the file at rotation finds
+/// (one hint per 256 KiB), so that the sync sealing the file at rotation finds
 /// little left to write; without it, U64K-4 (unsynced, ~64 KiB batches) held
 /// a whole file dirty and wrote it out on the leader's path. Synced appends
 /// are clean once synced and ask nothing.
@@ -119,14 +119,14 @@ fn gaps_are_judged_against_the_batch_own_runs_in_small_and_large_batches() {
 fn unsynced_appends_start_writeback_as_the_file_grows() {
     let fs = MemFs::new();
     let engine = open(&fs);
-    // 4 MiB unsynced: eight hints.
+    // 4 MiB unsynced: sixteen hints.
     for i in 1..=256u64 {
         let mut batch = LogBatch::new();
         batch.add_entries(1, i, &[noise(i)]);
         engine.write(&mut batch, false).unwrap();
     }
     let hints = engine.metrics().writeback_hints;
-    assert!((7..=8).contains(&hints), "{hints} hints for 4 MiB");
+    assert!((15..=16).contains(&hints), "{hints} hints for 4 MiB");
     // 4 MiB more, synced: none.
     for i in 257..=512u64 {
         let mut batch = LogBatch::new();
