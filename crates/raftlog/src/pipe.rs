@@ -97,8 +97,9 @@ pub(crate) struct ActiveFile {
 /// Not more: a hint's pages go out as one request and complete together, in
 /// the block softirq of the CPU that takes the disk's interrupts, about
 /// 0.4 us a page; a writer running there waits it out. Traced (one writer,
-/// 4 KiB batches, no sync): of 4,326 writes over 60 us in 10 s, nearly all
-/// overlapped that softirq, which took 58 us at its median for 512 KiB. At
+/// 4 KiB batches, no sync): 4,326 writes over 60 us in 10 s held 4,074 of
+/// the disk's interrupts, and that softirq took 58 us at its median for
+/// 512 KiB. At
 /// 256 KiB that writer's p99.9 was 25-48 us against 61-76 at 512 KiB, with
 /// the same writes/s; smaller hints cost the cells with larger or
 /// concurrent appends more calls and wakeups than they save
