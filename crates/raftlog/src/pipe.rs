@@ -94,16 +94,15 @@ pub(crate) struct ActiveFile {
 /// the rotation's sealing sync wrote it out on the leader's path while every
 /// writer waited.
 ///
-/// Not more: a hint's pages go out as one request and complete together, in
-/// the block softirq of the CPU that takes the disk's interrupts, about
-/// 0.4 us a page; a writer running there waits it out. Traced (one writer,
-/// 4 KiB batches, no sync): 4,326 writes over 60 us in 10 s held 4,074 of
-/// the disk's interrupts, and that softirq took 58 us at its median for
-/// 512 KiB. At
-/// 256 KiB that writer's p99.9 was 25-48 us against 61-76 at 512 KiB, with
-/// the same writes/s; smaller hints cost the cells with larger or
-/// concurrent appends more calls and wakeups than they save
-/// (`docs/raftlog.md`, "Write path").
+/// Why 256 KiB: a hint's pages go out as one request and complete together,
+/// in the block softirq of the CPU that takes the disk's interrupts (58 us
+/// at its median for a 512 KiB hint's 128 pages); a writer running there
+/// waits it out. Traced (one writer, 4 KiB batches, no sync): the 4,326
+/// writes over 60 us in 10 s held 4,074 of the disk's interrupts. At 256 KiB
+/// that writer's p99.9 was 25-48 us against 61-76 at 512 KiB, with the same
+/// writes/s; smaller hints cost the cells with larger or concurrent appends
+/// more calls and wakeups than they save, larger ones make each completion
+/// long (`docs/raftlog.md`, "Write path").
 pub(crate) const WRITEBACK_BYTES: u64 = 256 << 10;
 
 impl ActiveFile {
